@@ -1,0 +1,10 @@
+"""Lightning callbacks for evaluation and diagnostics (InDomainEval, BFCLEval, Tau2Eval,
+RolloutTable, GradientDiagnostics) live here, at the top level as the design card asks.
+They only read what the module logs and the batches it sees; the module never imports them.
+"""
+
+from callbacks.heldout_table import HeldoutTable
+from callbacks.reward_curves import RewardCurves
+from callbacks.rollout_table import RolloutTable
+
+__all__ = ["HeldoutTable", "RewardCurves", "RolloutTable"]

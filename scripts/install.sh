@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install slca_lightning with pinned versions into the current Python environment.
+#   bash scripts/install.sh          # runtime only
+#   bash scripts/install.sh dev      # + tests, lint, TRL for the side-by-side checks
+# torch goes first and exactly pinned: on these machines `torch==2.13.0` is the CPU wheel,
+# while any open range lets another package pull a multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-}"
+PIP="${PIP:-python -m pip}"
+$PIP install --disable-pip-version-check -q "torch==2.13.0"
+if [ -n "$extras" ]; then
+  $PIP install --disable-pip-version-check -q -c constraints.txt -e ".[$extras]"
+else
+  $PIP install --disable-pip-version-check -q -c constraints.txt -e .
+fi
+python -c "import slca_lightning, torch; print('slca_lightning', slca_lightning.__version__, '| torch', torch.__version__)"

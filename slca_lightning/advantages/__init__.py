@@ -1,0 +1,28 @@
+"""Advantage estimators ("routers"): channel rewards → per-token advantages."""
+
+from slca_lightning.advantages.base import AdvantageRouter
+from slca_lightning.advantages.diagnostics import advantage_contamination
+from slca_lightning.advantages.group_norm import check_scores, group_normalize
+from slca_lightning.advantages.presets import (
+    GRPORouter,
+    MTGRPORouter,
+    RLTRRouter,
+    SLCARouter,
+    ToolPORouter,
+)
+from slca_lightning.advantages.routing import ChannelRouter, RoutedAdvantages, Term
+
+__all__ = [
+    "AdvantageRouter",
+    "ChannelRouter",
+    "GRPORouter",
+    "MTGRPORouter",
+    "RLTRRouter",
+    "RoutedAdvantages",
+    "SLCARouter",
+    "Term",
+    "ToolPORouter",
+    "advantage_contamination",
+    "check_scores",
+    "group_normalize",
+]

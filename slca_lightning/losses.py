@@ -1,0 +1,682 @@
+"""Token log-probabilities and the clipped policy-gradient loss of SLCA-GRPO (METHOD §6).
+
+What is computed
+----------------
+For a mini-batch of ``B`` rows of ``T`` token-aligned positions, the loss is
+
+    loss = agg(surrogate + kl_coef · k3) − entropy_coef · agg(entropy)
+
+where ``surrogate`` is the per-token PPO clipped surrogate on the ratio
+``r = π_θ / π_old = exp(logp − old_logp)``, ``k3`` is the per-token estimator of
+KL(π_θ ‖ π_ref), ``exp(ref − logp) − (ref − logp) − 1``, and ``agg`` reduces the
+masked per-token values to a scalar (token-mean over the whole mini-batch by default,
+the paper's choice; the sequence-level means of GRPO and Dr.GRPO are options).
+
+The log-probabilities come from :func:`token_logprobs`, which takes ``log π`` of the
+chosen token as ``gathered logit − logsumexp`` one chunk of rows at a time, so that the
+float32 ``[B, T, V]`` tensor a plain ``log_softmax(logits.float())`` builds never exists
+(ARCHITECTURE, "The training step", point 4). Its backward recomputes the softmax chunk
+by chunk from the saved logits (kept in their own dtype) and the saved per-token
+logsumexp. :func:`token_logprobs_from_hidden` goes one step further and never builds the
+logits either, projecting hidden states through the LM head one chunk at a time.
+
+How it departs from textbook PPO
+--------------------------------
+- No value function and no GAE: advantages are given (group-normalised, possibly
+  per-segment, see :mod:`slca_lightning.advantages`); the loss is the policy term only.
+- The KL to the frozen reference is a loss term (k3 estimator, coefficient ~0.001),
+  not a per-token reward penalty. It is *not* multiplied by the importance ratio (TRL's
+  ``use_bias_correction_kl`` does that; we do not).
+- The clip range may be asymmetric (``eps_low`` ≠ ``eps_high``, as in DAPO's
+  clip-higher), and an optional dual clip (Ye et al., 2020) bounds the loss of
+  negative-advantage tokens at ``−c·A`` when the ratio runs away above ``c``.
+- Aggregation over tokens is configurable (token-mean, per-sequence mean, Dr.GRPO's
+  constant normaliser) instead of a plain batch mean of per-sample losses.
+- Masked positions are neutralised before any exponential (their inputs are replaced by
+  zeros), so padding holding ``-inf`` or NaN cannot leak NaN into the loss or its
+  gradient; an all-masked batch gives a loss of exactly 0.0 with a defined (zero) grad.
+
+All arithmetic is done in float32, whatever the dtype of the inputs (float64 logits, as
+used by ``gradcheck``, are the one exception: they are reduced in float64). Token-aligned
+tensors are ``[B, T]``; masks are ``torch.bool``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+import torch.utils.checkpoint
+from torch import Tensor
+
+__all__ = [
+    "AGGREGATION_ALIASES",
+    "AGGREGATION_MODES",
+    "aggregate",
+    "clipped_surrogate",
+    "k3_kl",
+    "policy_loss",
+    "token_entropy",
+    "token_logprobs",
+    "token_logprobs_from_hidden",
+]
+
+#: Default number of rows (token positions) of the flattened ``[B*T, V]`` logits handled
+#: at once. Peak extra memory is about ``3 · chunk_size · V · 4`` bytes (the float32
+#: chunk, its softmax and, in backward, its gradient).
+DEFAULT_CHUNK_SIZE = 1024
+
+AGGREGATION_MODES: tuple[str, ...] = (
+    "token-mean",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-sum-norm",
+)
+AGGREGATION_ALIASES: dict[str, str] = {
+    "grpo": "seq-mean-token-mean",
+    "dr_grpo": "seq-mean-token-sum-norm",
+    "dapo": "token-mean",
+    "bnpo": "token-mean",
+}
+
+
+# --------------------------------------------------------------------------------------
+# Chunked token log-probabilities
+# --------------------------------------------------------------------------------------
+
+
+def _row_chunks(logits: Tensor, chunk_size: int) -> Iterator[tuple[slice, Tensor]]:
+    """Yield ``(rows, chunk)`` pairs covering the flattened ``[B*T, V]`` view of ``logits``.
+
+    ``rows`` indexes the flattened ``[B*T]`` output; ``chunk`` is a *view* of ``logits``
+    (no copy). When ``logits`` cannot be viewed as ``[B*T, V]`` (e.g. it is a slice
+    ``logits[:, a:b]`` of a bigger tensor) the chunks follow each row ``b`` separately, so
+    the full tensor is never copied either way.
+    """
+    B, T, V = logits.shape
+    try:
+        flat = logits.view(B * T, V)  # [B, T, V] -> [B*T, V], no copy
+    except RuntimeError:
+        flat = None
+    if flat is not None:
+        for start in range(0, B * T, chunk_size):
+            stop = min(start + chunk_size, B * T)
+            yield slice(start, stop), flat[start:stop]
+        return
+    for b in range(B):
+        row = logits[b]  # [T, V] view
+        for start in range(0, T, chunk_size):
+            stop = min(start + chunk_size, T)
+            yield slice(b * T + start, b * T + stop), row[start:stop]
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Accumulation dtype: float32, or float64 for float64 inputs (so gradcheck works)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+class _ChunkedTokenLogprob(torch.autograd.Function):
+    """``log softmax(logits)[target]`` (and optionally the entropy), chunked over rows.
+
+    Forward saves ``logits`` in their own dtype (it is the input, so this costs nothing
+    extra), the per-token float32 logsumexp and, with entropy, the per-token float32
+    entropy. Backward recomputes ``log π = z − logsumexp`` and ``π`` one chunk at a time:
+
+    - d logp / d z = onehot(target) − π
+    - d H / d z = −π · (log π + H)
+
+    and writes the gradient in the logits' dtype.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, targets: Tensor, chunk_size: int, with_entropy: bool):
+        B, T, _ = logits.shape
+        N = B * T
+        acc = _acc_dtype(logits.dtype)
+        flat_targets = targets.reshape(N)  # [B, T] -> [B*T]
+        logp = torch.empty(N, dtype=acc, device=logits.device)  # [B*T]
+        lse = torch.empty(N, dtype=acc, device=logits.device)  # [B*T]
+        entropy = torch.empty(N, dtype=acc, device=logits.device) if with_entropy else None
+        for rows, chunk in _row_chunks(logits, chunk_size):
+            z = chunk.to(acc)  # [C, V] in float32 (float64 if given), C ≤ chunk_size
+            chunk_lse = torch.logsumexp(z, dim=-1)  # [C, V] -> [C]
+            chosen = z.gather(-1, flat_targets[rows].unsqueeze(-1)).squeeze(-1)  # [C, V] -> [C]
+            lse[rows] = chunk_lse
+            logp[rows] = chosen - chunk_lse
+            if with_entropy:
+                log_pi = z - chunk_lse.unsqueeze(-1)  # [C, V]
+                entropy[rows] = -(log_pi.exp() * log_pi).sum(-1)  # [C, V] -> [C]
+                del log_pi
+            del z
+        ctx.chunk_size = chunk_size
+        ctx.with_entropy = with_entropy
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(logits, flat_targets, lse, entropy)
+        logp = logp.view(B, T)  # [B*T] -> [B, T]
+        if not with_entropy:
+            return logp
+        return logp, entropy.view(B, T)  # [B*T] -> [B, T]
+
+    @staticmethod
+    def backward(ctx, *grads: Tensor | None):
+        logits, flat_targets, lse, entropy = ctx.saved_tensors
+        g_logp = grads[0]
+        g_ent = grads[1] if ctx.with_entropy else None
+        if g_logp is None and g_ent is None:
+            return None, None, None, None
+        B, T, V = logits.shape
+        acc = lse.dtype
+        grad = torch.empty((B, T, V), dtype=logits.dtype, device=logits.device)
+        grad_flat = grad.view(B * T, V)  # [B, T, V] -> [B*T, V]
+        g_logp = None if g_logp is None else g_logp.reshape(B * T).to(acc)  # [B, T] -> [B*T]
+        g_ent = None if g_ent is None else g_ent.reshape(B * T).to(acc)  # [B, T] -> [B*T]
+        for rows, chunk in _row_chunks(logits, ctx.chunk_size):
+            log_pi = chunk.to(acc) - lse[rows].unsqueeze(-1)  # new [C, V], never aliases logits
+            pi = log_pi.exp()  # [C, V]
+            # g = π · (−g_logp − g_ent · (log π + H)) + g_logp · onehot, built in log_pi's buffer
+            if g_ent is not None:
+                g = log_pi.add_(entropy[rows].unsqueeze(-1)).mul_(-g_ent[rows].unsqueeze(-1))
+            else:
+                g = log_pi.zero_()
+            if g_logp is not None:
+                gl = g_logp[rows].unsqueeze(-1)  # [C, 1]
+                g.sub_(gl).mul_(pi)
+                g.scatter_add_(-1, flat_targets[rows].unsqueeze(-1), gl)  # + g_logp · onehot
+            else:
+                g.mul_(pi)
+            grad_flat[rows] = g  # cast to the logits' dtype on copy
+            del log_pi, pi, g
+        return grad, None, None, None
+
+
+def _check_logits_targets(logits: Tensor, targets: Tensor, chunk_size: int) -> None:
+    if logits.dim() != 3:
+        raise ValueError(f"logits must be [B, T, V], got shape {tuple(logits.shape)}")
+    if tuple(targets.shape) != tuple(logits.shape[:2]):
+        raise ValueError(
+            f"targets has shape {tuple(targets.shape)} but logits has shape "
+            f"{tuple(logits.shape)}; expected targets of shape {tuple(logits.shape[:2])}"
+        )
+    if not logits.is_floating_point():
+        raise TypeError(f"logits must be a floating-point tensor, got {logits.dtype}")
+    if targets.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"targets must be an integer tensor of token ids, got {targets.dtype}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be ≥ 1, got {chunk_size}")
+
+
+def token_logprobs(
+    logits: Tensor,
+    targets: Tensor,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    return_entropy: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Log-probability of each chosen token, without a float32 ``[B, T, V]`` tensor.
+
+    ``log π(targets[b, t]) = logits[b, t, targets[b, t]] − logsumexp(logits[b, t])``,
+    computed ``chunk_size`` rows of the flattened ``[B*T, V]`` logits at a time in
+    float32. The logits are not copied or up-cast as a whole: bf16 logits stay bf16 and
+    only one ``[chunk_size, V]`` float32 chunk exists at a time, in forward and in
+    backward (which recomputes the softmax chunk by chunk from the saved logits and the
+    saved per-token logsumexp). The gradient w.r.t. ``logits`` has their dtype.
+
+    No shifting is done here: ``logits[b, t]`` must be the distribution that scored
+    ``targets[b, t]`` (for a causal LM, pass ``logits[:, :-1]`` with ``input_ids[:, 1:]``).
+
+    Args:
+        logits: `[B, T, V]` unnormalised scores, any floating dtype, may be a
+            non-contiguous slice.
+        targets: `[B, T]` token ids (int64/int32) in ``[0, V)``; padded positions must
+            hold a valid id (e.g. the pad id) and be masked downstream.
+        chunk_size: rows of ``[B*T, V]`` processed at once.
+        return_entropy: also return the per-token entropy ``H = −Σ_v π_v log π_v`` of
+            the same distributions, computed in the same chunked pass. The entropy is
+            **differentiable** (its gradient ``−π·(log π + H)`` is added in the same
+            chunked backward), so it can carry an entropy bonus.
+
+    Returns:
+        `[B, T]` float32 log-probabilities (float64 for float64 logits); with
+        ``return_entropy`` a tuple ``(logprobs, entropy)`` of two such tensors.
+    """
+    _check_logits_targets(logits, targets, chunk_size)
+    return _ChunkedTokenLogprob.apply(logits, targets.long(), int(chunk_size), bool(return_entropy))
+
+
+def token_entropy(logits: Tensor, chunk_size: int = DEFAULT_CHUNK_SIZE) -> Tensor:
+    """Per-token entropy of ``softmax(logits)``, chunked like :func:`token_logprobs`.
+
+    Differentiable (same chunked backward). Use ``token_logprobs(...,
+    return_entropy=True)`` when the log-probabilities are needed too: it is one pass.
+
+    Args:
+        logits: `[B, T, V]` unnormalised scores, any floating dtype.
+        chunk_size: rows of ``[B*T, V]`` processed at once.
+
+    Returns:
+        `[B, T]` float32 entropies (nats).
+    """
+    dummy_targets = torch.zeros(logits.shape[:2], dtype=torch.long, device=logits.device)
+    _, entropy = token_logprobs(logits, dummy_targets, chunk_size, return_entropy=True)
+    return entropy
+
+
+def token_logprobs_from_hidden(
+    hidden: Tensor,
+    lm_head_weight: Tensor,
+    targets: Tensor,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    lm_head_bias: Tensor | None = None,
+    return_entropy: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Token log-probabilities straight from the last hidden states, never building ``[B, T, V]``.
+
+    For each chunk of ``chunk_size`` rows of the flattened ``[B*T, H]`` hidden states the
+    logits ``h @ W.T (+ b)`` are computed (in the hidden states' dtype) and passed to
+    :func:`token_logprobs`. Each chunk runs under non-reentrant activation checkpointing,
+    so what autograd keeps between forward and backward is the hidden states and the
+    weight (already alive), not the chunk's logits: backward recomputes them one chunk at
+    a time. Gradients flow to ``hidden``, ``lm_head_weight`` and ``lm_head_bias``.
+
+    Args:
+        hidden: `[B, T, H]` last hidden states (aligned with ``targets``: row ``t``
+            scores ``targets[b, t]``).
+        lm_head_weight: `[V, H]` output-embedding matrix (``lm_head.weight``).
+        targets: `[B, T]` token ids.
+        chunk_size: rows projected at once.
+        lm_head_bias: optional `[V]` bias.
+        return_entropy: also return the per-token entropy (differentiable).
+
+    Returns:
+        `[B, T]` float32 log-probabilities, or ``(logprobs, entropy)`` with
+        ``return_entropy``.
+    """
+    if hidden.dim() != 3:
+        raise ValueError(f"hidden must be [B, T, H], got shape {tuple(hidden.shape)}")
+    if lm_head_weight.dim() != 2 or lm_head_weight.shape[1] != hidden.shape[-1]:
+        raise ValueError(
+            f"lm_head_weight has shape {tuple(lm_head_weight.shape)} but hidden has shape "
+            f"{tuple(hidden.shape)}; expected [V, {hidden.shape[-1]}]"
+        )
+    if tuple(targets.shape) != tuple(hidden.shape[:2]):
+        raise ValueError(
+            f"targets has shape {tuple(targets.shape)} but hidden has shape {tuple(hidden.shape)}"
+        )
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be ≥ 1, got {chunk_size}")
+    B, T, H = hidden.shape
+    flat_hidden = hidden.reshape(B * T, H)  # [B, T, H] -> [B*T, H]
+    flat_targets = targets.reshape(B * T).long()  # [B, T] -> [B*T]
+
+    def _chunk(h: Tensor, w: Tensor, bias: Tensor | None, tgt: Tensor):
+        z = h @ w.t()  # [C, H] @ [H, V] -> [C, V]
+        if bias is not None:
+            z = z + bias
+        out = token_logprobs(z.unsqueeze(0), tgt.unsqueeze(0), chunk_size, return_entropy)
+        return out if return_entropy else (out,)
+
+    need_grad = torch.is_grad_enabled() and (
+        hidden.requires_grad
+        or lm_head_weight.requires_grad
+        or (lm_head_bias is not None and lm_head_bias.requires_grad)
+    )
+    logps, ents = [], []
+    for start in range(0, B * T, chunk_size):
+        stop = min(start + chunk_size, B * T)
+        args = (flat_hidden[start:stop], lm_head_weight, lm_head_bias, flat_targets[start:stop])
+        if need_grad:
+            outs = torch.utils.checkpoint.checkpoint(_chunk, *args, use_reentrant=False)
+        else:
+            outs = _chunk(*args)
+        logps.append(outs[0].squeeze(0))  # [1, C] -> [C]
+        if return_entropy:
+            ents.append(outs[1].squeeze(0))
+    if B * T == 0:
+        empty = hidden.new_zeros((B, T), dtype=torch.float32)
+        return (empty, empty.clone()) if return_entropy else empty
+    logp = torch.cat(logps).view(B, T)  # [B*T] -> [B, T]
+    if return_entropy:
+        return logp, torch.cat(ents).view(B, T)
+    return logp
+
+
+# --------------------------------------------------------------------------------------
+# Per-token loss terms
+# --------------------------------------------------------------------------------------
+
+
+def _check_mask(mask: Tensor, shape: torch.Size, name: str = "mask") -> None:
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{name} must be torch.bool (use {name}.bool()), got {mask.dtype}")
+    if mask.shape != shape:
+        raise ValueError(
+            f"{name} has shape {tuple(mask.shape)} but logprobs has shape {tuple(shape)}"
+        )
+
+
+def _broadcast_advantages(advantages: Tensor, shape: torch.Size) -> Tensor:
+    """Return float32 advantages of ``shape`` `[B, T]` from `[B]`, `[B, 1]` or `[B, T]`."""
+    if advantages.dim() == 1 and advantages.shape[0] == shape[0]:
+        advantages = advantages.unsqueeze(-1)  # [B] -> [B, 1]
+    if (
+        advantages.dim() != 2
+        or advantages.shape[0] != shape[0]
+        or advantages.shape[1] not in (1, shape[1])
+    ):
+        raise ValueError(
+            f"advantages has shape {tuple(advantages.shape)} but logprobs has shape "
+            f"{tuple(shape)}; expected [B], [B, 1] or [B, T]"
+        )
+    return advantages.float().expand(shape)  # [B, 1|T] -> [B, T]
+
+
+def _masked_fraction(flags: Tensor, mask: Tensor) -> Tensor:
+    """Fraction of masked positions where ``flags`` is True (0 when nothing is masked)."""
+    n = mask.sum().clamp_min(1)
+    return (flags & mask).sum().float() / n
+
+
+def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
+    n = mask.sum().clamp_min(1)
+    return torch.where(mask, values, torch.zeros_like(values)).sum() / n
+
+
+def clipped_surrogate(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    dual_clip: float | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Per-token PPO clipped surrogate loss, optionally dual-clipped.
+
+    With ``r = exp(logprobs − old_logprobs)``::
+
+        loss = −min(r·A, clip(r, 1 − eps_low, 1 + eps_high)·A)
+        loss = min(loss, −c·A)          where A < 0, if dual_clip = c is given
+
+    Positions outside ``mask`` get loss 0 and zero gradient (their inputs are replaced by
+    0 before the exponential, so ``-inf``/NaN padding is harmless).
+
+    Args:
+        logprobs: `[B, T]` log π_θ of the taken tokens (differentiable).
+        old_logprobs: `[B, T]` log π_old (treated as constants).
+        advantages: `[B]`, `[B, 1]` or `[B, T]` advantages (constants).
+        mask: `[B, T]` bool, True on tokens that carry loss.
+        eps_low: lower clip, ratio floor ``1 − eps_low``.
+        eps_high: upper clip, ratio ceiling ``1 + eps_high``.
+        dual_clip: ``c > 1`` bounding the loss of negative-advantage tokens at ``−c·A``;
+            None disables it.
+
+    Returns:
+        ``(per_token_loss, stats)``: `[B, T]` float32 loss (0 off-mask) and 0-d detached
+        tensors computed over masked tokens: ``clip_frac_low`` (A < 0 and
+        r < 1 − eps_low), ``clip_frac_high`` (A > 0 and r > 1 + eps_high), ``clip_frac``
+        (either), ``dual_clip_frac`` (A < 0 and the dual clip is the active bound),
+        ``ratio_mean``.
+    """
+    shape = logprobs.shape
+    if old_logprobs.shape != shape:
+        raise ValueError(
+            f"old_logprobs has shape {tuple(old_logprobs.shape)} but logprobs has shape {tuple(shape)}"
+        )
+    _check_mask(mask, shape)
+    if dual_clip is not None and dual_clip <= 1.0:
+        raise ValueError(f"dual_clip must be > 1 (e.g. 3.0), got {dual_clip}")
+    if eps_low < 0 or eps_high < 0:
+        raise ValueError(f"eps_low and eps_high must be ≥ 0, got {eps_low}, {eps_high}")
+    zero = torch.zeros((), dtype=torch.float32, device=logprobs.device)
+    adv = torch.where(mask, _broadcast_advantages(advantages.detach(), shape), zero)  # [B, T]
+    log_ratio = torch.where(mask, logprobs.float() - old_logprobs.detach().float(), zero)  # [B, T]
+    ratio = torch.exp(log_ratio)  # [B, T], exactly 1 off-mask
+    clipped_ratio = ratio.clamp(1.0 - eps_low, 1.0 + eps_high)  # [B, T]
+    loss = torch.maximum(-adv * ratio, -adv * clipped_ratio)  # −min(r·A, clip(r)·A), [B, T]
+    neg = adv < 0  # [B, T]
+    if dual_clip is not None:
+        cap = -dual_clip * adv  # [B, T], > 0 where A < 0
+        dual_active = neg & (loss > cap)  # [B, T]
+        loss = torch.where(neg, torch.minimum(loss, cap), loss)
+    else:
+        dual_active = torch.zeros_like(mask)
+    loss = torch.where(mask, loss, zero)  # [B, T]
+
+    with torch.no_grad():
+        r = ratio.detach()
+        low = neg & (r < 1.0 - eps_low)
+        high = (adv > 0) & (r > 1.0 + eps_high)
+        stats = {
+            "clip_frac_low": _masked_fraction(low, mask),
+            "clip_frac_high": _masked_fraction(high, mask),
+            "clip_frac": _masked_fraction(low | high, mask),
+            "dual_clip_frac": _masked_fraction(dual_active, mask),
+            "ratio_mean": _masked_mean(r, mask),
+        }
+    return loss, stats
+
+
+def k3_kl(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
+    """Per-token k3 estimator of KL(π_θ ‖ π_ref) (Schulman's "approximating KL").
+
+    ``k3 = exp(ref − logp) − (ref − logp) − 1``, which is ≥ 0, is 0 where the two
+    log-probabilities are equal, and is unbiased for the KL under samples from π_θ.
+
+    Args:
+        logprobs: `[B, T]` log π_θ (differentiable).
+        ref_logprobs: `[B, T]` log π_ref (constants).
+
+    Returns:
+        `[B, T]` float32 per-token estimates (no masking: mask when aggregating).
+    """
+    if ref_logprobs.shape != logprobs.shape:
+        raise ValueError(
+            f"ref_logprobs has shape {tuple(ref_logprobs.shape)} but logprobs has shape "
+            f"{tuple(logprobs.shape)}"
+        )
+    delta = ref_logprobs.detach().float() - logprobs.float()  # [B, T]
+    return torch.exp(delta) - delta - 1.0  # [B, T]
+
+
+# --------------------------------------------------------------------------------------
+# Aggregation
+# --------------------------------------------------------------------------------------
+
+
+def _resolve_mode(mode: str) -> str:
+    resolved = AGGREGATION_ALIASES.get(mode, mode)
+    if resolved not in AGGREGATION_MODES:
+        valid = ", ".join([*AGGREGATION_MODES, *AGGREGATION_ALIASES])
+        raise ValueError(f"unknown aggregation mode {mode!r}; valid modes: {valid}")
+    return resolved
+
+
+def aggregate(
+    per_token: Tensor,
+    mask: Tensor,
+    mode: str = "token-mean",
+    max_len: int | None = None,
+) -> Tensor:
+    """Reduce a masked `[B, T]` per-token quantity to a scalar.
+
+    Modes (aliases in brackets):
+
+    - ``token-mean`` [``dapo``, ``bnpo``]: sum over every masked token of the
+      mini-batch / their count (the paper's default).
+    - ``seq-mean-token-mean`` [``grpo``]: mean of each row over its masked tokens, then
+      mean over the rows that have ≥ 1 masked token. (TRL's ``grpo`` divides by all
+      ``B`` rows instead; the two agree when no row is empty.)
+    - ``seq-mean-token-sum``: sum of each row, then mean over all ``B`` rows.
+    - ``seq-mean-token-sum-norm`` [``dr_grpo``]: total masked sum / (``B · max_len``),
+      ``max_len`` defaulting to ``T`` (Dr.GRPO's constant normaliser; pass the
+      generation cap to make it independent of padding).
+
+    Off-mask values are ignored even when they are inf/NaN (selected away, not
+    multiplied by 0). An all-False mask gives exactly 0.0, with a defined (zero)
+    gradient.
+
+    Args:
+        per_token: `[B, T]` values (any float dtype; reduced in float32).
+        mask: `[B, T]` bool.
+        mode: one of the modes or aliases above.
+        max_len: normaliser length for ``seq-mean-token-sum-norm``.
+
+    Returns:
+        0-d float32 tensor.
+
+    Raises:
+        ValueError: on an unknown mode (listing the valid ones), mismatched shapes, or a
+            non-positive ``max_len``.
+    """
+    resolved = _resolve_mode(mode)
+    if per_token.dim() != 2:
+        raise ValueError(f"per_token must be [B, T], got shape {tuple(per_token.shape)}")
+    if mask.shape != per_token.shape:
+        raise ValueError(
+            f"mask has shape {tuple(mask.shape)} but per_token has shape {tuple(per_token.shape)}"
+        )
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be torch.bool (use mask.bool()), got {mask.dtype}")
+    B, T = per_token.shape
+    values = torch.where(
+        mask, per_token.float(), torch.zeros((), device=per_token.device)
+    )  # [B, T]
+    if resolved == "token-mean":
+        return values.sum() / mask.sum().clamp_min(1)  # [B, T] -> []
+    row_sum = values.sum(-1)  # [B, T] -> [B]
+    if resolved == "seq-mean-token-mean":
+        row_count = mask.sum(-1)  # [B, T] -> [B]
+        row_mean = row_sum / row_count.clamp_min(1)  # [B]
+        has_tokens = row_count > 0  # [B]
+        return row_mean.sum() / has_tokens.sum().clamp_min(1)  # [B] -> []
+    if resolved == "seq-mean-token-sum":
+        return row_sum.sum() / max(B, 1)  # [B] -> []
+    # seq-mean-token-sum-norm
+    length = T if max_len is None else int(max_len)
+    if length <= 0 and B * T > 0:
+        raise ValueError(f"max_len must be > 0, got {max_len}")
+    return row_sum.sum() / max(B * length, 1)  # [B] -> []
+
+
+# --------------------------------------------------------------------------------------
+# The full policy loss
+# --------------------------------------------------------------------------------------
+
+
+def _first_bad_row(advantages: Tensor) -> int | None:
+    bad = ~torch.isfinite(advantages.detach())
+    if advantages.dim() > 1:
+        bad = bad.flatten(1).any(-1)  # [B, ...] -> [B]
+    rows = bad.nonzero()
+    return None if rows.numel() == 0 else int(rows[0, 0])
+
+
+def policy_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    ref_logprobs: Tensor | None = None,
+    kl_coef: float = 0.0,
+    entropy: Tensor | None = None,
+    entropy_coef: float = 0.0,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    dual_clip: float | None = None,
+    aggregation: str = "token-mean",
+    max_len: int | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """SLCA-GRPO policy loss: ``agg(surrogate + kl_coef·k3) − entropy_coef·agg(entropy)``.
+
+    ``surrogate`` is :func:`clipped_surrogate`, ``k3`` is :func:`k3_kl` against the
+    reference, and ``agg`` is :func:`aggregate` with ``aggregation`` (the same mode
+    reduces the entropy bonus). Inputs at off-mask positions are replaced by zeros
+    before anything is computed, so padding cannot produce NaN.
+
+    Args:
+        logprobs: `[B, T]` log π_θ of the taken tokens (differentiable).
+        old_logprobs: `[B, T]` log π_old (constants; equal to ``logprobs.detach()``
+            on-policy, which makes the ratio exactly 1).
+        advantages: `[B]`, `[B, 1]` or `[B, T]` advantages (constants).
+        mask: `[B, T]` bool, True on tokens that carry loss (sampled tokens).
+        ref_logprobs: `[B, T]` log π_ref, required when ``kl_coef != 0``.
+        kl_coef: weight of the k3 term (METHOD §6: 0.001).
+        entropy: `[B, T]` per-token entropy (e.g. from ``token_logprobs(...,
+            return_entropy=True)``), required when ``entropy_coef != 0``.
+        entropy_coef: weight of the entropy bonus (METHOD §6: 0).
+        eps_low: lower clip range.
+        eps_high: upper clip range.
+        dual_clip: dual-clip constant ``c > 1`` or None.
+        aggregation: a mode or alias of :func:`aggregate` (default ``token-mean``).
+        max_len: normaliser for ``seq-mean-token-sum-norm``.
+
+    Returns:
+        ``(loss, metrics)``: a 0-d float32 loss and Python floats ``loss``,
+        ``pg_loss`` (aggregated surrogate alone), ``clip_frac_low``,
+        ``clip_frac_high``, ``clip_frac``, ``dual_clip_frac``, ``ratio_mean``,
+        ``num_tokens``, plus ``kl_mean`` (token mean of k3) when ``ref_logprobs`` is
+        given and ``entropy_mean`` when ``entropy`` is given.
+
+    Raises:
+        ValueError: mismatched shapes (naming both), non-finite advantages (naming the
+            first bad row), a missing ``ref_logprobs``/``entropy`` for a non-zero
+            coefficient, or an unknown aggregation mode.
+    """
+    shape = logprobs.shape
+    if logprobs.dim() != 2:
+        raise ValueError(f"logprobs must be [B, T], got shape {tuple(shape)}")
+    for name, tensor in (
+        ("old_logprobs", old_logprobs),
+        ("ref_logprobs", ref_logprobs),
+        ("entropy", entropy),
+        ("mask", mask),
+    ):
+        if tensor is not None and tensor.shape != shape:
+            raise ValueError(
+                f"{name} has shape {tuple(tensor.shape)} but logprobs has shape {tuple(shape)}"
+            )
+    _check_mask(mask, shape)
+    adv = _broadcast_advantages(advantages, shape)  # shape check first, then values
+    bad_row = _first_bad_row(advantages)
+    if bad_row is not None:
+        raise ValueError(
+            f"advantages contain NaN or inf; first bad row is {bad_row} "
+            f"(value(s) {advantages[bad_row].detach().flatten()[:8].tolist()})"
+        )
+    if kl_coef != 0.0 and ref_logprobs is None:
+        raise ValueError(f"kl_coef={kl_coef} needs ref_logprobs")
+    if entropy_coef != 0.0 and entropy is None:
+        raise ValueError(f"entropy_coef={entropy_coef} needs entropy")
+    _resolve_mode(aggregation)
+
+    zero = torch.zeros((), dtype=torch.float32, device=logprobs.device)
+
+    def _clean(x: Tensor) -> Tensor:
+        return torch.where(mask, x.float(), zero)  # [B, T], off-mask -> 0
+
+    logp = _clean(logprobs)
+    per_token, stats = clipped_surrogate(
+        logp,
+        _clean(old_logprobs),
+        adv,
+        mask,
+        eps_low=eps_low,
+        eps_high=eps_high,
+        dual_clip=dual_clip,
+    )  # [B, T]
+    pg_loss = aggregate(per_token, mask, aggregation, max_len)
+    metrics: dict[str, Tensor] = dict(stats)
+    if ref_logprobs is not None:
+        kl = k3_kl(logp, _clean(ref_logprobs))  # [B, T]
+        metrics["kl_mean"] = _masked_mean(kl.detach(), mask)
+        if kl_coef != 0.0:
+            per_token = per_token + kl_coef * kl
+    loss = aggregate(per_token, mask, aggregation, max_len)
+    if entropy is not None:
+        ent = _clean(entropy)
+        metrics["entropy_mean"] = _masked_mean(ent.detach(), mask)
+        if entropy_coef != 0.0:
+            loss = loss - entropy_coef * aggregate(ent, mask, aggregation, max_len)
+    metrics["pg_loss"] = pg_loss.detach()
+    metrics["loss"] = loss.detach()
+    metrics["num_tokens"] = mask.sum()
+    return loss, {k: float(v) for k, v in metrics.items()}

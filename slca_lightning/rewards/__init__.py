@@ -1,0 +1,71 @@
+"""Rewards: HierR (process + judged summary + omission guard), judges, ToolPO and RLTR channels.
+
+``class_path: slca_lightning.rewards.HierarchicalReward`` and the short names both work.
+"""
+
+from slca_lightning.rewards.base import (
+    ChannelReward,
+    RewardHead,
+    check_finite,
+    task_question,
+    validate_reward_output,
+)
+from slca_lightning.rewards.gold import normalize_gold_calls
+from slca_lightning.rewards.hierr import PROCESS_COMPONENTS, HierarchicalReward
+from slca_lightning.rewards.judges import (
+    DEFAULT_JUDGE_PROMPT,
+    JudgeRequest,
+    JudgeVerdict,
+    LLMJudge,
+    RuleJudge,
+    SummaryJudge,
+    extract_facts,
+    parse_rating,
+)
+from slca_lightning.rewards.process import (
+    DEFAULT_PROCESS_WEIGHTS,
+    action_score,
+    loose_match,
+    process_reward,
+)
+from slca_lightning.rewards.rltr import (
+    DEFAULT_COMPLETENESS_PROMPT,
+    CompletenessVerifier,
+    GoldCoverageVerifier,
+    LLMCompletenessVerifier,
+    RLTRReward,
+    canonical_call,
+    count_consecutive_repeats,
+)
+from slca_lightning.rewards.toolpo import ActionReward
+
+__all__ = [
+    "DEFAULT_COMPLETENESS_PROMPT",
+    "DEFAULT_JUDGE_PROMPT",
+    "DEFAULT_PROCESS_WEIGHTS",
+    "PROCESS_COMPONENTS",
+    "ActionReward",
+    "ChannelReward",
+    "CompletenessVerifier",
+    "GoldCoverageVerifier",
+    "HierarchicalReward",
+    "JudgeRequest",
+    "JudgeVerdict",
+    "LLMCompletenessVerifier",
+    "LLMJudge",
+    "RLTRReward",
+    "RewardHead",
+    "RuleJudge",
+    "SummaryJudge",
+    "action_score",
+    "canonical_call",
+    "check_finite",
+    "count_consecutive_repeats",
+    "extract_facts",
+    "loose_match",
+    "normalize_gold_calls",
+    "parse_rating",
+    "process_reward",
+    "task_question",
+    "validate_reward_output",
+]

@@ -1,0 +1,281 @@
+"""SGLS: the schema-guided tool simulator that answers every parsed call (METHOD §7).
+
+For each call :class:`SchemaGuidedSimulator` does, in order:
+
+1. Deterministic validation against the task's tools (the reference's two checks, exact
+   texts): an unknown tool gets ``Tool '<name>' not found in the current available tools
+   set.``; missing required parameters get ``Missing required parameter(s) for tool
+   '<name>': a, b.``. With ``strict_schema=True`` the arguments are also validated with
+   ``jsonschema`` (types, enums, ...): ``Invalid arguments for tool '<name>': <messages>.``
+2. A cache lookup keyed by (tool name, canonical arguments, the tool's schema): the schema
+   is part of the key because two tasks may ship different tools under one name.
+3. The :class:`ToolBackend` (an LLM role-playing the API server, a real Python function,
+   canned responses), with ``max_retries`` retries after an exception (linear back-off:
+   ``retry_backoff_s × attempt``) inside one deadline of ``timeout_s`` for the whole call
+   (a retry whose back-off would end past the deadline is not tried).
+   The backend runs in a worker thread; at the deadline the call becomes a ``timeout``
+   observation (a hung worker is left to finish on its own: Python cannot kill threads).
+   Exceptions after the last retry become a ``backend_error`` observation whose content is
+   ``{"error": "<Type>: <message>"}``.
+
+Departures from the reference, all optional: the cache (on by default; errors are never
+cached), strict schema checks (off by default) and the deadline covering retries.
+``use_schema=False`` is the paper's "w/o SGLS" ablation: no validation and no schema for
+the backend. The simulator never raises; every outcome is a :class:`ToolResult` with its
+``latency_s``, and counters accumulate in :attr:`SchemaGuidedSimulator.stats`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import threading
+import time
+from abc import ABC, abstractmethod
+from typing import Any
+
+from slca_lightning.tools.schema import (
+    canonical_arguments,
+    index_schemas,
+    required_params,
+    validate_arguments,
+)
+from slca_lightning.types import Task, ToolCall, ToolResult
+
+__all__ = [
+    "STAT_KEYS",
+    "SchemaGuidedSimulator",
+    "ToolBackend",
+    "ToolSimulator",
+    "to_observation",
+    "unknown_tool_message",
+]
+
+STAT_KEYS = (
+    "calls",
+    "cache_hits",
+    "unknown_tool",
+    "missing_arguments",
+    "schema_invalid",
+    "backend_errors",
+    "timeouts",
+    "retries",
+)
+
+
+def unknown_tool_message(name: str) -> str:
+    """METHOD §7's exact text for a call to a tool the task does not offer."""
+    return f"Tool '{name}' not found in the current available tools set."
+
+
+def to_observation(value: Any) -> str:
+    """A string as is; anything else as compact JSON (``ensure_ascii=False``, ``str`` for
+    what JSON cannot encode)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+class ToolSimulator(ABC):
+    """Turns one tool call of a task into the observation the policy sees."""
+
+    @abstractmethod
+    def __call__(self, call: ToolCall, task: Task) -> ToolResult:
+        """Answer ``call``; bad calls give an error observation, never an exception."""
+
+    def simulate_batch(self, calls: list[tuple[ToolCall, Task]]) -> list[ToolResult]:
+        """Answer several calls, one result per call, in order (default: sequentially)."""
+        return [self(call, task) for call, task in calls]
+
+
+class ToolBackend(ABC):
+    """Produces the observation text for a call that passed validation."""
+
+    @abstractmethod
+    def execute(self, call: ToolCall, schema: dict[str, Any] | None, task: Task) -> str:
+        """Return the observation for ``call``.
+
+        Args:
+            call: the validated call.
+            schema: the tool's schema, or None (unknown schema or the "w/o SGLS" ablation).
+            task: the task the call belongs to.
+
+        May raise: the simulator retries, then turns the exception into an observation.
+        """
+
+
+class SchemaGuidedSimulator(ToolSimulator):
+    """METHOD §7's simulator: validate, then cache, then the backend with retries.
+
+    Args:
+        backend: what answers validated calls.
+        strict_schema: also validate types, enums, ... with ``jsonschema``.
+        use_schema: False is the "w/o SGLS" ablation (no validation, no schema passed).
+        cache: reuse observations of identical calls (errors are never cached).
+        timeout_s: deadline for one call, retries and back-off included; None waits forever
+            (and runs the backend in the caller's thread).
+        max_retries: extra attempts after a backend exception.
+        retry_backoff_s: sleep ``retry_backoff_s × attempt`` before retry ``attempt``.
+        max_workers: threads :meth:`simulate_batch` uses.
+
+    A tool is available when it is in ``task.allowed_tools`` if that list is non-empty,
+    else when ``task.tools`` has a schema of that name. :attr:`stats` counts ``calls``,
+    ``cache_hits``, ``unknown_tool``, ``missing_arguments``, ``schema_invalid``,
+    ``backend_errors``, ``timeouts`` and ``retries`` (retry attempts made).
+    """
+
+    def __init__(
+        self,
+        backend: ToolBackend,
+        strict_schema: bool = False,
+        use_schema: bool = True,
+        cache: bool = True,
+        timeout_s: float | None = 30.0,
+        max_retries: int = 2,
+        retry_backoff_s: float = 0.5,
+        max_workers: int = 8,
+    ) -> None:
+        self.backend = backend
+        self.strict_schema = strict_schema
+        self.use_schema = use_schema
+        self.cache = cache
+        self.timeout_s = timeout_s
+        self.max_retries = max(0, int(max_retries))
+        self.retry_backoff_s = retry_backoff_s
+        self.max_workers = max(1, int(max_workers))
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[str, str, str], str] = {}
+        self.stats: dict[str, int] = dict.fromkeys(STAT_KEYS, 0)
+
+    def reset_stats(self) -> None:
+        """Set every counter in :attr:`stats` back to 0."""
+        with self._lock:
+            self.stats = dict.fromkeys(STAT_KEYS, 0)
+
+    def clear_cache(self) -> None:
+        """Forget every cached observation."""
+        with self._lock:
+            self._cache.clear()
+
+    def _bump(self, key: str) -> None:
+        with self._lock:
+            self.stats[key] += 1
+
+    def __call__(self, call: ToolCall, task: Task) -> ToolResult:
+        """Answer one call (see the module docstring); never raises."""
+        start = time.perf_counter()
+        self._bump("calls")
+        try:
+            result = self._simulate(call, task, start)
+        except Exception as exc:  # a bug or an unencodable call must not kill the rollout
+            self._bump("backend_errors")
+            result = self._error(call, "backend_error", _error_json(exc))
+        result.latency_s = time.perf_counter() - start
+        return result
+
+    def simulate_batch(self, calls: list[tuple[ToolCall, Task]]) -> list[ToolResult]:
+        """Answer several calls concurrently on ``max_workers`` threads, in order."""
+        if self.max_workers == 1 or len(calls) <= 1:
+            return super().simulate_batch(calls)
+        with cf.ThreadPoolExecutor(max_workers=min(self.max_workers, len(calls))) as pool:
+            return list(pool.map(lambda pair: self(*pair), calls))
+
+    @staticmethod
+    def _error(call: ToolCall, kind: str, content: str) -> ToolResult:
+        return ToolResult(call=call, content=content, is_error=True, error_kind=kind)
+
+    def _validate(
+        self, call: ToolCall, task: Task
+    ) -> tuple[dict[str, Any] | None, ToolResult | None]:
+        """(schema, None) when the call may run, else (None, error result)."""
+        schemas = index_schemas(task.tools)
+        available = task.allowed_tools if task.allowed_tools else schemas
+        if call.name not in available:
+            self._bump("unknown_tool")
+            return None, self._error(call, "unknown_tool", unknown_tool_message(call.name))
+        schema = schemas.get(call.name)
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
+        missing = [p for p in required_params(schema) if p not in arguments]
+        if missing:
+            self._bump("missing_arguments")
+            text = f"Missing required parameter(s) for tool '{call.name}': {', '.join(missing)}."
+            return None, self._error(call, "missing_arguments", text)
+        if self.strict_schema and schema is not None:
+            problems = validate_arguments(schema, call.arguments)
+            if problems:
+                self._bump("schema_invalid")
+                text = f"Invalid arguments for tool '{call.name}': {'; '.join(problems)}."
+                return None, self._error(call, "schema_invalid", text)
+        return schema, None
+
+    def _simulate(self, call: ToolCall, task: Task, start: float) -> ToolResult:
+        schema = None
+        if self.use_schema:
+            schema, error = self._validate(call, task)
+            if error is not None:
+                return error
+        key = (call.name, canonical_arguments(call.arguments), canonical_arguments(schema))
+        if self.cache:
+            with self._lock:
+                hit = self._cache.get(key)
+                if hit is not None:
+                    self.stats["cache_hits"] += 1
+            if hit is not None:
+                return ToolResult(call=call, content=hit)
+        deadline = None if self.timeout_s is None else start + self.timeout_s
+        result = self._run_backend(call, schema, task, deadline)
+        if self.cache and not result.is_error:
+            with self._lock:
+                self._cache[key] = result.content
+        return result
+
+    def _run_backend(
+        self, call: ToolCall, schema: dict[str, Any] | None, task: Task, deadline: float | None
+    ) -> ToolResult:
+        last_exc: BaseException | None = None
+        for attempt in range(self.max_retries + 1):
+            if attempt > 0:
+                pause = self.retry_backoff_s * attempt
+                if deadline is not None and time.perf_counter() + pause >= deadline:
+                    break  # no time left for another try: report the error we have
+                self._bump("retries")
+                time.sleep(pause)
+            try:
+                return ToolResult(call=call, content=self._attempt(call, schema, task, deadline))
+            except _DeadlineExceeded:
+                self._bump("timeouts")
+                text = _error_json(f"timeout: no response within {self.timeout_s} s")
+                return self._error(call, "timeout", text)
+            except Exception as exc:
+                last_exc = exc
+        self._bump("backend_errors")
+        return self._error(call, "backend_error", _error_json(last_exc))
+
+    def _attempt(
+        self, call: ToolCall, schema: dict[str, Any] | None, task: Task, deadline: float | None
+    ) -> str:
+        """One backend call in a worker thread, waited on until ``deadline``."""
+        if deadline is None:
+            return to_observation(self.backend.execute(call, schema, task))
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            raise _DeadlineExceeded
+        pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="sgls-backend")
+        try:
+            future = pool.submit(self.backend.execute, call, schema, task)
+            done, _ = cf.wait([future], timeout=remaining)
+            if not done:
+                raise _DeadlineExceeded
+            return to_observation(future.result())  # re-raises the backend's exception
+        finally:
+            pool.shutdown(wait=False)
+
+
+class _DeadlineExceeded(Exception):
+    """Our own deadline passed (distinct from a ``TimeoutError`` the backend raises, which
+    is retried like any other backend exception)."""
+
+
+def _error_json(error: Any) -> str:
+    message = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
+    return json.dumps({"error": str(message)}, ensure_ascii=False)
