@@ -15,7 +15,7 @@ from slca_lightning.data import (
 )
 from slca_lightning.types import ToolCall
 
-PREVIEW = Path("/work/shared/data/toucan_rl_preview.jsonl")
+PREVIEW = Path(__file__).resolve().parents[2] / "fixtures" / "toucan_rl_preview.jsonl"
 WEATHER = {
     "type": "function",
     "function": {

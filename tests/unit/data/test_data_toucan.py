@@ -14,8 +14,7 @@ from slca_lightning.data import (
     render_hermes_system_prompt,
 )
 
-PREVIEW = Path("/work/shared/data/toucan_rl_preview.jsonl")
-pytestmark = pytest.mark.skipif(not PREVIEW.exists(), reason="shared preview file not present")
+PREVIEW = Path(__file__).resolve().parents[2] / "fixtures" / "toucan_rl_preview.jsonl"
 
 
 def preview_rows():

@@ -10,7 +10,7 @@ import pytest
 from slca_lightning.rewards.gold import normalize_gold_calls
 from slca_lightning.types import ToolCall
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "toucan_rl_preview.jsonl"
+DATA = Path(__file__).resolve().parents[2] / "fixtures" / "toucan_rl_preview.jsonl"
 
 
 def test_nested_steps_keep_their_grouping():
@@ -111,8 +111,6 @@ def test_unsupported_shapes_raise_value_error_saying_what_was_seen(gold, message
 
 
 def test_released_rows_are_flat_or_empty():
-    if not DATA.exists():
-        pytest.skip(f"{DATA} not present")
     rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
     shapes = []
     for row in rows:

@@ -20,7 +20,7 @@ from slca_lightning.rewards.process import (
 )
 from slca_lightning.types import ToolCall
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "toucan_rl_preview.jsonl"
+DATA = Path(__file__).resolve().parents[2] / "fixtures" / "toucan_rl_preview.jsonl"
 KEYS = ["fmt", "name", "key", "value", "parallel", "process"]
 
 
@@ -33,8 +33,6 @@ def weighted(c: dict[str, float]) -> float:
 
 
 def load_rows() -> list[dict]:
-    if not DATA.exists():
-        pytest.skip(f"{DATA} not present")
     return [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
 
 
