@@ -54,6 +54,9 @@ class RolloutStream:
         index = self.dm.batches_served
         tasks = self.task_batch(index)
         self.loop.sampling.seed = self.dm.seed * 7919 + index
+        trainer = self.dm._trainer_or_none()
+        if trainer is not None:  # the optimiser steps taken so far = the weights' version
+            self.loop.engine.policy_version = int(trainer.global_step)
         t0 = time.perf_counter()
         episodes = self.loop.run(tasks, self.dm.group_size, group_offset=index * len(tasks))
         wall = time.perf_counter() - t0
@@ -135,6 +138,13 @@ class RolloutDataModule(L.LightningDataModule):
         self.pad_token_id = 0
         self.loop: AgentLoop | None = None
 
+    def setup(self, stage: str) -> None:
+        """Load the tasks now, so a malformed data file fails before any training."""
+        if stage == "fit" and not self.source.train():
+            raise ValueError(
+                f"data.tasks ({type(self.source).__name__}) produced no training tasks"
+            )
+
     def connect(self, policy: Any, tokenizer: Any) -> None:
         """Bind the rollout engine to the policy (called by the module once it exists)."""
         self.engine = self.engine or HFEngine()
@@ -159,6 +169,12 @@ class RolloutDataModule(L.LightningDataModule):
         if not tasks:
             raise ValueError(f"{type(self.source).__name__} produced no training tasks")
         return RolloutStream(self, self.loop, tasks)
+
+    def _trainer_or_none(self):
+        try:
+            return self.trainer
+        except RuntimeError:
+            return None
 
     def state_dict(self) -> dict[str, Any]:
         return {"batches_served": self.batches_served}

@@ -62,3 +62,65 @@ def test_unknown_init_arg_fails_naming_it():
                 "init_args": {"tool_wieght": 2.0},
             },
         )
+
+
+TRAINER_CONFIGS = [
+    "quickstart.yaml",
+    "slca_grpo.yaml",
+    "grpo.yaml",
+    "toolpo.yaml",
+    "rltr.yaml",
+    "mtgrpo.yaml",
+]
+
+
+@pytest.mark.parametrize("name", TRAINER_CONFIGS)
+def test_trainer_configs_build_through_the_cli(name, tmp_path):
+    """Parse and instantiate every component (models load lazily, so no weights are needed)."""
+    from slca_lightning.cli import main
+
+    cli = main(
+        ["--config", str(ROOT / "configs" / name), f"--trainer.default_root_dir={tmp_path}"],
+        run=False,
+    )
+    assert cli.model.router is not None and cli.datamodule.source is not None
+
+
+def test_lora_overlay_layers_on_the_paper_config(tmp_path):
+    from slca_lightning.cli import main
+
+    cli = main(
+        [
+            "--config",
+            str(ROOT / "configs/slca_grpo.yaml"),
+            "--config",
+            str(ROOT / "configs/overlays/lora.yaml"),
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
+        run=False,
+    )
+    assert cli.model.lora.r == 16 and cli.model.lora.alpha == 32
+
+
+def _flat(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+@pytest.mark.parametrize("name", ["grpo.yaml", "toolpo.yaml", "rltr.yaml", "mtgrpo.yaml"])
+def test_baselines_differ_from_slca_only_in_the_router_and_its_reward_channel(name):
+    base = _flat(yaml.safe_load((ROOT / "configs/slca_grpo.yaml").read_text()))
+    other = _flat(yaml.safe_load((ROOT / "configs" / name).read_text()))
+    differ = {k for k in base.keys() | other.keys() if base.get(k) != other.get(k)}
+    allowed_prefixes = (
+        "model.router",
+        "model.reward_head.init_args.extra_channels",
+        "trainer.default_root_dir",
+        "trainer.logger",
+    )
+    assert differ and all(k.startswith(allowed_prefixes) for k in differ), differ

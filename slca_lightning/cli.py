@@ -1,0 +1,36 @@
+"""The ``slca`` command: LightningCLI over :class:`SLCAGRPOModule` and :class:`RolloutDataModule`.
+
+``slca fit --config configs/quickstart.yaml`` trains; several ``--config`` files layer (later
+wins); any component is swapped by ``class_path``, e.g.
+``--model.router slca_lightning.advantages.GRPORouter``. ``main(args)`` runs in-process
+(tests call it with a list of arguments).
+"""
+
+from __future__ import annotations
+
+from lightning.pytorch.cli import LightningCLI
+
+from slca_lightning.module import SLCAGRPOModule
+from slca_lightning.rollout.datamodule import RolloutDataModule
+
+
+class SLCACLI(LightningCLI):
+    """LightningCLI with the project's defaults (config saved beside the logs, overwritten)."""
+
+    def add_arguments_to_parser(self, parser) -> None:
+        parser.link_arguments("model.temperature", "data.temperature")
+
+
+def main(args: list[str] | None = None, run: bool = True) -> SLCACLI:
+    """Entry point of the ``slca`` console script."""
+    return SLCACLI(
+        SLCAGRPOModule,
+        RolloutDataModule,
+        args=args,
+        run=run,
+        save_config_kwargs={"overwrite": True},
+    )
+
+
+if __name__ == "__main__":
+    main()

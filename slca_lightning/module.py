@@ -1,0 +1,370 @@
+"""SLCAGRPOModule: the LightningModule that turns rollout batches into policy updates.
+
+One ``training_step`` per rollout batch (manual optimisation):
+
+1. ``next(dataloader_iter)`` makes the data module generate the batch *now*, with the
+   weights of the latest optimiser step (no prefetch, so strictly on-policy);
+2. rewards (``reward_head``), segments (``segmenter``) and token advantages (``router``) are
+   computed once for the whole batch, since the group statistics need every row;
+3. ``old_logprobs``: with one PPO epoch and one mini-batch the ratio is exactly 1 and the
+   current log-probs (detached) serve; otherwise one no-grad forward before the updates
+   (``old_logprobs="rollout"`` trusts the engine's sampling log-probs instead);
+4. ``ppo_epochs × mini_batches`` optimiser steps, each accumulating ``manual_backward`` over
+   micro-batches weighted so the loss equals the chosen aggregation over the mini-batch,
+   with gradient clipping and an LR scheduler step after each optimiser step.
+
+The module only orchestrates: the method lives in the injected components and in
+:mod:`slca_lightning.losses`. ``trainer.max_steps`` counts optimiser steps (Lightning's
+meaning), i.e. ``ppo_epochs × mini_batches`` per rollout batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import time
+from typing import Any, Literal
+
+import lightning as L
+import torch
+from lightning.pytorch.utilities import rank_zero_warn
+
+from slca_lightning.advantages import AdvantageRouter, SLCARouter, advantage_contamination
+from slca_lightning.losses import policy_loss
+from slca_lightning.policy import LoraSettings, apply_lora, load_policy, sequence_logprobs
+from slca_lightning.rewards import HierarchicalReward, RewardHead
+from slca_lightning.rollout.record import RolloutRecord
+from slca_lightning.segmenters import MaskRunSegmenter, Segmenter
+from slca_lightning.types import RolloutBatch, to_device
+
+_WEIGHTED_BY_TOKENS = {"token-mean", "dapo", "bnpo"}
+
+
+class SLCAGRPOModule(L.LightningModule):
+    """Policy (+ frozen reference) trained by a segment-routed PPO-clip objective.
+
+    Args:
+        model: ``"tiny"``, ``"tiny-sft"`` (the cached SFT warm start) or a local HF folder.
+        segmenter: which tokens are tool / summary (default: the paper's mask runs).
+        reward_head: channel rewards per episode (default: HierR with the rule judge).
+        router: the advantage estimator (default: SLCA; GRPO, ToolPO, RLTR, MT-GRPO are one
+            ``class_path`` away).
+        learning_rate, weight_decay: AdamW.
+        warmup_steps: linear warm-up in optimiser steps.
+        lr_schedule: ``"constant"`` (paper), ``"linear"`` or ``"cosine"`` decay to 0 at max_steps.
+        ppo_epochs: passes over each rollout batch (μ).
+        mini_batches: optimiser steps per pass (the batch is split into this many parts).
+        micro_batch_size: rows per forward/backward (gradient accumulation inside a mini-batch).
+        eps_low, eps_high: PPO clip range ``[1 − eps_low, 1 + eps_high]``.
+        dual_clip: dual-clip constant for negative advantages (None = off).
+        kl_coef: k3 KL-to-reference coefficient in the loss (0 = no reference model).
+        entropy_coef: entropy bonus coefficient.
+        aggregation: ``token-mean`` (paper), ``seq-mean-token-mean`` (``grpo``),
+            ``seq-mean-token-sum``, ``seq-mean-token-sum-norm`` (``dr_grpo``).
+        mask_truncated: drop episodes that hit a cap from the loss.
+        max_grad_norm: gradient clipping (None = off).
+        temperature: the sampling temperature (log-probs are of the scaled policy).
+        old_logprobs: ``"auto"``, ``"recompute"`` or ``"rollout"`` (see module docstring).
+        lora: LoRA settings; the reference is then the adapter-disabled base.
+        logprob_chunk_size: rows per chunk of the chunked log-softmax.
+        dtype: policy dtype (``float32``, ``bfloat16``).
+        seed: seeds model creation and mini-batch shuffling.
+    """
+
+    def __init__(
+        self,
+        model: str = "tiny-sft",
+        segmenter: Segmenter | None = None,
+        reward_head: RewardHead | None = None,
+        router: AdvantageRouter | None = None,
+        learning_rate: float = 1e-6,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 0,
+        lr_schedule: Literal["constant", "linear", "cosine"] = "constant",
+        ppo_epochs: int = 1,
+        mini_batches: int = 1,
+        micro_batch_size: int = 8,
+        eps_low: float = 0.2,
+        eps_high: float = 0.2,
+        dual_clip: float | None = None,
+        kl_coef: float = 0.001,
+        entropy_coef: float = 0.0,
+        aggregation: str = "token-mean",
+        mask_truncated: bool = False,
+        max_grad_norm: float | None = 1.0,
+        temperature: float = 1.0,
+        old_logprobs: Literal["auto", "recompute", "rollout"] = "auto",
+        lora: LoraSettings | None = None,
+        logprob_chunk_size: int = 1024,
+        dtype: str = "float32",
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        for name, value in (
+            ("ppo_epochs", ppo_epochs),
+            ("mini_batches", mini_batches),
+            ("micro_batch_size", micro_batch_size),
+        ):
+            if int(value) < 1:
+                raise ValueError(f"model.{name} must be ≥ 1, got {value}")
+        if old_logprobs not in ("auto", "recompute", "rollout"):
+            raise ValueError(
+                f"model.old_logprobs must be auto, recompute or rollout, got {old_logprobs!r}"
+            )
+        self.save_hyperparameters(ignore=["segmenter", "reward_head", "router"])
+        self.automatic_optimization = False
+        self.lora = LoraSettings(**lora) if isinstance(lora, dict) else lora
+        self.segmenter = segmenter or MaskRunSegmenter()
+        self.reward_head = reward_head or HierarchicalReward()
+        self.router = router or SLCARouter()
+        self.policy: torch.nn.Module | None = None
+        self.reference: torch.nn.Module | None = None
+        self.tokenizer: Any = None
+        self.last_rollout: RolloutRecord | None = None
+        self.constant_reward_warn_steps = 10
+        self._constant_streak: dict[str, int] = {}
+
+    # -- models --------------------------------------------------------------------------
+    def configure_model(self) -> None:
+        if self.policy is not None:
+            return
+        hp = self.hparams
+        policy, tokenizer = load_policy(hp.model, dtype=hp.dtype, seed=hp.seed)
+        if self.lora is not None:
+            policy = apply_lora(policy, self.lora)
+        elif hp.kl_coef > 0:
+            self.reference = copy.deepcopy(policy).eval().requires_grad_(False)
+        self.policy, self.tokenizer = policy, tokenizer
+        if hasattr(self.segmenter, "tokenizer") and self.segmenter.tokenizer is None:
+            self.segmenter.tokenizer = tokenizer
+
+    def on_fit_start(self) -> None:
+        dm = getattr(self.trainer, "datamodule", None)
+        if dm is not None and hasattr(dm, "prompts_per_step"):
+            rows = dm.prompts_per_step * dm.group_size
+            if rows < self.hparams.mini_batches:
+                raise ValueError(
+                    f"model.mini_batches={self.hparams.mini_batches} exceeds the rows of a rollout "
+                    f"batch (data.prompts_per_step={dm.prompts_per_step} × data.group_size="
+                    f"{dm.group_size} = {rows}): lower mini_batches or raise prompts_per_step"
+                )
+            if dm.group_size < 2:
+                rank_zero_warn(
+                    "data.group_size=1: every group has one row, so every advantage is 0 and "
+                    "nothing is learned; use group_size ≥ 2"
+                )
+
+    def _warn_constant_channels(self, rewards) -> None:
+        """PITFALLS §9: a channel that never varies inside a group for many steps is usually
+        a missing flag or a broken reward, not a converged policy."""
+        for name, value in rewards.channels.items():
+            flat = value.numel() < 2 or float(value.max() - value.min()) == 0.0
+            streak = self._constant_streak.get(name, 0) + 1 if flat else 0
+            self._constant_streak[name] = streak
+            if streak == self.constant_reward_warn_steps:
+                rank_zero_warn(
+                    f"reward channel {name!r} has been constant ({float(value.flatten()[0]) if value.numel() else 0.0}) "
+                    f"for {streak} steps: its advantages are all 0; check the reward head"
+                )
+
+    def _reference_context(self):
+        if self.lora is not None and hasattr(self.policy, "disable_adapter"):
+            return self.policy.disable_adapter()
+        return contextlib.nullcontext()
+
+    def configure_optimizers(self):
+        hp = self.hparams
+        params = [p for p in self.policy.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=hp.learning_rate, weight_decay=hp.weight_decay)
+        total = self.trainer.max_steps if self.trainer and self.trainer.max_steps > 0 else None
+
+        def factor(step: int) -> float:
+            warm = min(1.0, (step + 1) / hp.warmup_steps) if hp.warmup_steps > 0 else 1.0
+            if hp.lr_schedule == "constant" or not total:
+                return warm
+            progress = min(
+                1.0, max(0.0, (step - hp.warmup_steps) / max(1, total - hp.warmup_steps))
+            )
+            decay = (
+                1.0 - progress
+                if hp.lr_schedule == "linear"
+                else 0.5 * (1 + math.cos(math.pi * progress))
+            )
+            return warm * decay
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # -- log-probs -----------------------------------------------------------------------
+    def _logprobs(self, model, batch: RolloutBatch, rows: torch.Tensor, entropy: bool = False):
+        return sequence_logprobs(
+            model,
+            batch.input_ids[rows],
+            batch.attention_mask[rows],
+            temperature=self.hparams.temperature,
+            chunk_size=self.hparams.logprob_chunk_size,
+            return_entropy=entropy,
+        )
+
+    @torch.no_grad()
+    def _full_logprobs(self, model, batch: RolloutBatch) -> torch.Tensor:
+        mbs = self.hparams.micro_batch_size
+        rows = torch.arange(batch.batch_size, device=batch.input_ids.device)
+        return torch.cat(
+            [self._logprobs(model, batch, rows[i : i + mbs]) for i in range(0, len(rows), mbs)]
+        )
+
+    # -- the step ------------------------------------------------------------------------
+    def training_step(self, dataloader_iter):
+        hp = self.hparams
+        step = int(self.global_step)
+        batch: RolloutBatch = next(dataloader_iter)
+        if isinstance(batch, tuple):  # Lightning may hand (batch, batch_idx, dataloader_idx)
+            batch = batch[0]
+        batch = to_device(batch, self.device)
+        metrics: dict[str, float] = dict(batch.stats)
+
+        t0 = time.perf_counter()
+        rewards = self.reward_head(batch.episodes)
+        segments = self.segmenter(batch)
+        routed = self.router.route(rewards, segments, batch.group_ids.cpu())
+        advantages = routed.token_advantages.to(self.device)
+        metrics["time/reward_and_advantage"] = time.perf_counter() - t0
+        metrics.update(rewards.log_dict("reward"))
+        self._warn_constant_channels(rewards)
+        for name, value in rewards.channels.items():
+            metrics[f"reward/{name}_std"] = (
+                float(value.float().std(unbiased=False)) if value.numel() else 0.0
+            )
+        metrics.update(routed.stats)
+        if "tool" in segments.masks and "summary" in rewards.channels:
+            c = advantage_contamination(
+                rewards.channels["summary"], routed.token_advantages, segments.masks["tool"]
+            )
+            if not math.isnan(c):
+                metrics["adv/contamination"] = c
+
+        loss_mask = batch.assistant_mask.clone()
+        if hp.mask_truncated and batch.truncated is not None:
+            loss_mask &= ~batch.truncated[:, None]
+
+        t0 = time.perf_counter()
+        single_pass = hp.ppo_epochs == 1 and hp.mini_batches == 1
+        if hp.old_logprobs == "rollout":
+            old = batch.old_logprobs
+        elif hp.old_logprobs == "recompute" or not single_pass:
+            old = self._full_logprobs(self.policy, batch)
+        else:
+            old = None  # ratio is exactly 1: use the current log-probs, detached
+        metrics["time/old_logprobs"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ref = None
+        if hp.kl_coef > 0:
+            if self.reference is not None:
+                ref = self._full_logprobs(self.reference, batch)
+            else:
+                with self._reference_context():
+                    ref = self._full_logprobs(self.policy, batch)
+        metrics["time/ref_logprobs"] = time.perf_counter() - t0
+        if batch.old_logprobs is not None and old is not None and old is not batch.old_logprobs:
+            m = batch.assistant_mask
+            if bool(m.any()):
+                metrics["rollout/logprob_mismatch"] = float(
+                    (old - batch.old_logprobs)[m].abs().mean()
+                )
+
+        t0 = time.perf_counter()
+        metrics.update(self._update(batch, advantages, loss_mask, old, ref))
+        metrics["time/update"] = time.perf_counter() - t0
+        step_time = sum(
+            metrics.get(k, 0.0)
+            for k in (
+                "time/rollout",
+                "time/reward_and_advantage",
+                "time/old_logprobs",
+                "time/ref_logprobs",
+                "time/update",
+            )
+        )
+        metrics["time/step"] = step_time
+        if step_time > 0:
+            metrics["time/framework_fraction"] = metrics["time/reward_and_advantage"] / step_time
+        self.last_rollout = RolloutRecord(
+            batch=batch,
+            segments=segments,
+            advantages=routed.token_advantages,
+            rewards=rewards,
+            step=step,
+        )
+        self.log_dict(metrics, on_step=True, prog_bar=False, batch_size=batch.batch_size)
+        self.log(
+            "reward",
+            metrics.get("reward/total", 0.0),
+            prog_bar=True,
+            on_step=True,
+            batch_size=batch.batch_size,
+        )
+        return None
+
+    def _update(self, batch, advantages, loss_mask, old, ref) -> dict[str, float]:
+        hp = self.hparams
+        opt = self.optimizers()
+        sched = self.lr_schedulers()
+        b = batch.batch_size
+        gen = torch.Generator().manual_seed(hp.seed * 1_000_003 + int(self.global_step))
+        sums: dict[str, float] = {}
+        tokens = 0.0
+        grad_norms = []
+        for _ in range(hp.ppo_epochs):
+            order = torch.randperm(b, generator=gen) if hp.mini_batches > 1 else torch.arange(b)
+            for mini in torch.tensor_split(order, hp.mini_batches):
+                if len(mini) == 0:
+                    continue
+                opt.zero_grad(set_to_none=True)
+                mini_tokens = int(loss_mask[mini].sum())
+                mini_rows = (
+                    int(loss_mask[mini].any(dim=1).sum())
+                    if hp.aggregation in ("seq-mean-token-mean", "grpo")
+                    else len(mini)
+                )
+                for micro in torch.split(mini, hp.micro_batch_size):
+                    micro = micro.to(self.device)
+                    logp, ent = self._logprobs(self.policy, batch, micro, entropy=True)
+                    mask = loss_mask[micro]
+                    if hp.aggregation in _WEIGHTED_BY_TOKENS:
+                        weight = int(mask.sum()) / max(mini_tokens, 1)
+                    elif hp.aggregation in ("seq-mean-token-mean", "grpo"):
+                        weight = int(mask.any(dim=1).sum()) / max(mini_rows, 1)
+                    else:
+                        weight = len(micro) / len(mini)
+                    loss, stats = policy_loss(
+                        logp,
+                        logp.detach() if old is None else old[micro],
+                        advantages[micro],
+                        mask,
+                        ref_logprobs=None if ref is None else ref[micro],
+                        kl_coef=hp.kl_coef,
+                        entropy=ent,
+                        entropy_coef=hp.entropy_coef,
+                        eps_low=hp.eps_low,
+                        eps_high=hp.eps_high,
+                        dual_clip=hp.dual_clip,
+                        aggregation=hp.aggregation,
+                        max_len=batch.input_ids.shape[1],
+                    )
+                    self.manual_backward(loss * weight)
+                    n = stats.pop("num_tokens")
+                    tokens += n
+                    for k, v in stats.items():  # token-weighted means over micro-batches
+                        sums[k] = sums.get(k, 0.0) + v * n
+                params = [p for p in self.policy.parameters() if p.requires_grad]
+                max_norm = hp.max_grad_norm if hp.max_grad_norm is not None else float("inf")
+                grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, max_norm)))
+                opt.step()
+                sched.step()
+        out = {f"train/{k}": v / max(tokens, 1.0) for k, v in sums.items()}
+        out["train/tokens"] = tokens / max(hp.ppo_epochs, 1)
+        out["train/grad_norm"] = sum(grad_norms) / max(len(grad_norms), 1)
+        out["train/lr"] = float(sched.get_last_lr()[0])
+        return out

@@ -1,0 +1,209 @@
+"""End-to-end `slca fit` on CPU with the tiny offline model, through the CLI in-process.
+
+Real parts: LightningCLI, Trainer (manual optimisation, checkpoints), HFEngine sampling from
+the policy itself, the agent loop, the schema-guided simulator running the synthetic suite's
+Python tools. Boundary: the reward head is TokenParityReward (see conftest) because a random
+model earns identical HierR rewards within a group.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from slca_lightning.cli import main
+from slca_lightning.testing.rewards import TokenParityReward
+
+TINY_ARGS = [
+    "--model.model=tiny",
+    "--model.learning_rate=1e-2",
+    "--model.micro_batch_size=4",
+    "--data.prompts_per_step=2",
+    "--data.group_size=3",
+    "--data.max_turns=2",
+    "--data.max_new_tokens=12",
+    "--data.max_response_tokens=64",
+    "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+    "--data.tasks.init_args.n_train=16",
+    "--data.tasks.init_args.n_heldout=4",
+    "--data.tasks.init_args.families=[math]",
+    "--data.tasks.init_args.irrelevant_fraction=0.0",
+    "--trainer.accelerator=cpu",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
+    "--trainer.log_every_n_steps=1",
+]
+
+
+def build(tmp_path: Path, *extra: str):
+    args = [*TINY_ARGS, f"--trainer.default_root_dir={tmp_path}", *extra]
+    cli = main(args, run=False)
+    cli.model.reward_head = TokenParityReward()
+    return cli
+
+
+def snapshot(module) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in module.named_parameters()}
+
+
+def test_two_step_fit_changes_every_trainable_parameter_and_not_the_reference(tmp_path):
+    cli = build(tmp_path, "--trainer.max_steps=2", "--trainer.logger=false", "--model.kl_coef=0.01")
+    cli.model.configure_model()
+    before = snapshot(cli.model)
+    cli.trainer.fit(cli.model, cli.datamodule)
+    after = snapshot(cli.model)
+    trainable = {n for n, p in cli.model.named_parameters() if p.requires_grad}
+    unchanged = [n for n in trainable if torch.equal(before[n], after[n])]
+    assert not unchanged, f"parameters that did not change: {unchanged[:5]}"
+    ref = [n for n in before if n.startswith("reference.")]
+    assert ref and all(torch.equal(before[n], after[n]) for n in ref)
+    assert cli.trainer.global_step == 2
+
+
+def fingerprint(module) -> float:
+    with torch.no_grad():
+        return sum(float(p.double().sum()) for p in module.policy.parameters())
+
+
+def test_every_batch_is_generated_by_the_latest_weights(tmp_path):
+    """Each rollout batch is sampled with the weights left by the previous optimiser step."""
+    cli = build(tmp_path, "--trainer.max_steps=3", "--trainer.logger=false")
+    cli.model.configure_model()
+    cli.datamodule.connect(cli.model.policy, cli.model.tokenizer)
+    real_generate = cli.datamodule.engine.generate
+    sampled_with = []  # (optimiser steps so far, weights) at every generate call
+
+    def spy(prompts, sampling):
+        sampled_with.append((cli.trainer.global_step, fingerprint(cli.model)))
+        return real_generate(prompts, sampling)
+
+    cli.datamodule.engine.generate = spy
+    after = {0: fingerprint(cli.model)}  # weights after k optimiser steps
+    versions = []
+
+    class Witness(L.Callback):
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            after[trainer.global_step] = fingerprint(module)
+            versions.append([e.policy_version for e in module.last_rollout.batch.episodes])
+
+    cli.trainer.callbacks.append(Witness())
+    cli.trainer.fit(cli.model, cli.datamodule)
+    assert sorted(after) == [0, 1, 2, 3] and len(set(after.values())) == 4  # weights moved
+    assert {step for step, _ in sampled_with} == {0, 1, 2}
+    for step, weights in sampled_with:
+        assert weights == after[step], f"a batch of step {step} was sampled with stale weights"
+    assert versions == [[k] * 6 for k in range(3)]
+
+
+def read_metrics(folder: Path) -> dict[int, dict[str, str]]:
+    rows = {}
+    for path in sorted(folder.rglob("metrics.csv")):
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                step = int(row["step"])
+                rows.setdefault(step, {}).update({k: v for k, v in row.items() if v != ""})
+    return rows
+
+
+KEYS = ["train/loss", "train/grad_norm", "reward/total", "rollout/response_tokens", "adv/tool/mean"]
+
+
+def test_resume_from_checkpoint_reproduces_the_remaining_steps(tmp_path):
+    logger = "--trainer.logger=lightning.pytorch.loggers.CSVLogger"
+    ckpt = [
+        "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
+        "--trainer.callbacks.every_n_train_steps=2",
+        "--trainer.callbacks.save_top_k=-1",
+    ]
+    full = build(
+        tmp_path / "full",
+        "--trainer.max_steps=4",
+        logger,
+        f"--trainer.logger.init_args.save_dir={tmp_path / 'full'}",
+    )
+    full.trainer.fit(full.model, full.datamodule)
+    part = build(
+        tmp_path / "part",
+        "--trainer.max_steps=2",
+        logger,
+        f"--trainer.logger.init_args.save_dir={tmp_path / 'part'}",
+        *ckpt,
+    )
+    part.trainer.fit(part.model, part.datamodule)
+    ckpts = sorted((tmp_path / "part").rglob("*.ckpt"))
+    assert ckpts, "no checkpoint written"
+    resumed = build(
+        tmp_path / "resumed",
+        "--trainer.max_steps=4",
+        logger,
+        f"--trainer.logger.init_args.save_dir={tmp_path / 'resumed'}",
+    )
+    resumed.trainer.fit(resumed.model, resumed.datamodule, ckpt_path=str(ckpts[-1]))
+    a, b = read_metrics(tmp_path / "full"), read_metrics(tmp_path / "resumed")
+    later = [s for s in sorted(a) if s >= 2]
+    assert later, a.keys()
+    for step in later:
+        for key in KEYS:
+            if key in a[step]:
+                assert float(b[step][key]) == pytest.approx(
+                    float(a[step][key]), rel=1e-5, abs=1e-6
+                ), (step, key)
+    for n, p in full.model.policy.named_parameters():
+        torch.testing.assert_close(
+            p, dict(resumed.model.policy.named_parameters())[n], rtol=1e-5, atol=1e-6
+        )
+
+
+@pytest.mark.parametrize(
+    "router",
+    [
+        "slca_lightning.advantages.GRPORouter",
+        "slca_lightning.advantages.SLCARouter",
+        "slca_lightning.advantages.ToolPORouter",
+        "slca_lightning.advantages.RLTRRouter",
+        "slca_lightning.advantages.MTGRPORouter",
+    ],
+)
+def test_router_switches_from_the_command_line(tmp_path, router):
+    cli = main(
+        [
+            *TINY_ARGS,
+            f"--trainer.default_root_dir={tmp_path}",
+            f"--model.router={router}",
+            "--trainer.max_steps=1",
+            "--trainer.logger=false",
+        ],
+        run=False,
+    )
+    assert type(cli.model.router).__name__ == router.rsplit(".", 1)[1]
+    if router.endswith("RLTRRouter"):
+        from slca_lightning.rewards import HierarchicalReward, RLTRReward
+
+        cli.model.reward_head = HierarchicalReward(extra_channels=[RLTRReward()])
+    cli.trainer.fit(cli.model, cli.datamodule)
+    assert cli.trainer.global_step == 1
+
+
+def test_lora_fit_trains_only_the_adapter_and_uses_the_base_as_reference(tmp_path):
+    cli = build(
+        tmp_path,
+        "--trainer.max_steps=1",
+        "--trainer.logger=false",
+        "--model.kl_coef=0.05",
+        "--model.lora.r=4",
+        "--model.lora.alpha=8",
+    )
+    cli.model.configure_model()
+    assert cli.model.reference is None  # the adapter-disabled base is the reference
+    before = snapshot(cli.model)
+    cli.trainer.fit(cli.model, cli.datamodule)
+    after = snapshot(cli.model)
+    trainable = {n for n, p in cli.model.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in n for n in trainable)
+    assert all(not torch.equal(before[n], after[n]) for n in trainable if "lora_B" in n)
+    frozen = [n for n in before if n not in trainable]
+    assert all(torch.equal(before[n], after[n]) for n in frozen)
