@@ -209,10 +209,11 @@ class SFTModule(lightning.LightningModule):
     the learning rate ramps up linearly over ``warmup_steps``, then decays linearly to
     ``final_lr_fraction`` of itself at the trainer's ``max_steps`` (1.0: held). Rows that
     share ≥ ``share_prefix`` leading tokens (0: never) run that prefix once
-    (:func:`~slca_lightning.policy.shared_prefix_logprobs`; same loss). ``context_weight`` > 0 adds that weight
-    times the mean NLL of the other (prompt, tool) tokens, an auxiliary language-modelling
-    signal for models trained from scratch (0: pure SFT). Logs ``sft/loss`` (the masked
-    NLL), ``sft/tokens`` (loss tokens in the batch) and, when used, ``sft/context_loss``.
+    (:func:`~slca_lightning.policy.shared_prefix_logprobs`; same loss). ``context_weight``
+    > 0 adds that weight times the mean NLL of the other (prompt, tool) tokens, an
+    auxiliary language-modelling signal for models trained from scratch (0: pure SFT).
+    Logs ``sft/loss`` (the masked NLL), ``sft/tokens`` (loss tokens in the batch) and,
+    when used, ``sft/context_loss``.
     """
 
     def __init__(
@@ -239,7 +240,8 @@ class SFTModule(lightning.LightningModule):
             return
         hp = self.hparams
         model, self.tokenizer = load_policy(hp.model, dtype=hp.dtype, seed=hp.seed)
-        self.model = apply_lora(model, hp.lora) if hp.lora is not None else model
+        lora = LoraSettings(**hp.lora) if isinstance(hp.lora, dict) else hp.lora
+        self.model = apply_lora(model, lora) if lora is not None else model
         data = getattr(self._trainer, "datamodule", None) if self._trainer else None
         if hasattr(data, "connect") and getattr(data, "tokenizer", None) is None:
             data.connect(self.tokenizer)
