@@ -22,7 +22,7 @@ class SLCACLI(LightningCLI):
 
 
 def main(args: list[str] | None = None, run: bool = True) -> SLCACLI:
-    """Entry point of the ``slca`` console script."""
+    """Build (and by default run) the CLI in-process; returns it (tests inspect it)."""
     return SLCACLI(
         SLCAGRPOModule,
         RolloutDataModule,
@@ -32,5 +32,14 @@ def main(args: list[str] | None = None, run: bool = True) -> SLCACLI:
     )
 
 
-if __name__ == "__main__":
+def script() -> None:
+    """The ``slca`` console script: runs :func:`main`, exits 0 on success.
+
+    (Returning the CLI object from a console-script entry point would make
+    ``sys.exit`` print it and exit with status 1.)
+    """
     main()
+
+
+if __name__ == "__main__":
+    script()
