@@ -75,6 +75,16 @@ class SummaryJudge(ABC):
 
     num_calls: int = 0
     num_failures: int = 0
+    num_cache_hits: int = 0
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """``judge_calls``, ``judge_failed`` and ``judge_cache_hits`` so far (cumulative)."""
+        return {
+            "judge_calls": int(self.num_calls),
+            "judge_failed": int(self.num_failures),
+            "judge_cache_hits": int(self.num_cache_hits),
+        }
 
     @abstractmethod
     def score(self, requests: list[JudgeRequest]) -> list[JudgeVerdict]:
@@ -378,6 +388,9 @@ class LLMJudge(SummaryJudge):
         seed: sampling seed passed to the backend.
         max_result_chars: each tool result is middle-cut to this many characters
             (None: no cut).
+        cache: reuse the judge's output for an identical request; the key is the rendered
+            prompt with temperature, max_tokens and seed. Failed verdicts are not cached.
+        cache_path: SQLite file for the cache (WAL, kept across restarts; None: memory).
     """
 
     def __init__(
@@ -388,7 +401,11 @@ class LLMJudge(SummaryJudge):
         prompt_template: str = DEFAULT_JUDGE_PROMPT,
         seed: int | None = None,
         max_result_chars: int | None = 4000,
+        cache: bool = False,
+        cache_path: str | None = None,
     ) -> None:
+        from slca_lightning.tools.cache import SimulatorCache
+
         self.backend = backend
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -397,6 +414,12 @@ class LLMJudge(SummaryJudge):
         self.max_result_chars = max_result_chars
         self.num_calls = 0
         self.num_failures = 0
+        self.num_cache_hits = 0
+        self.cache = SimulatorCache(cache_path) if cache or cache_path else None
+
+    def _key(self, messages: list[dict[str, Any]]) -> tuple[str, ...]:
+        settings = json.dumps([self.temperature, self.max_tokens, self.seed])
+        return ("judge", settings, messages[-1]["content"])
 
     def build_messages(self, request: JudgeRequest) -> list[dict[str, Any]]:
         """The chat messages sent to the judge for one request."""
@@ -427,7 +450,25 @@ class LLMJudge(SummaryJudge):
         if not requests:
             return []
         kw = {"temperature": self.temperature, "max_tokens": self.max_tokens, "seed": self.seed}
-        batch = [self.build_messages(r) for r in requests]
+        everything = [self.build_messages(r) for r in requests]
+        cached = [None if self.cache is None else self.cache.get(self._key(m)) for m in everything]
+        self.num_cache_hits += sum(c is not None for c in cached)
+        todo = [i for i, c in enumerate(cached) if c is None]
+        fresh = self._ask([everything[i] for i in todo], kw) if todo else []
+        outputs: list[Any] = list(cached)
+        for i, raw in zip(todo, fresh):
+            outputs[i] = raw
+        verdicts = [self._verdict(raw) for raw in outputs]
+        if self.cache is not None:
+            for i, raw in zip(todo, fresh):
+                if not verdicts[i].failed:
+                    self.cache.put(self._key(everything[i]), raw)
+        self.num_calls += len(verdicts)
+        self.num_failures += sum(v.failed for v in verdicts)
+        return verdicts
+
+    def _ask(self, batch: list[list[dict[str, Any]]], kw: dict[str, Any]) -> list[Any]:
+        """The backend's raw outputs for ``batch`` (None where a request failed)."""
         outputs: list[Any]
         try:
             outputs = list(self.backend.chat_batch(batch, **kw))
@@ -440,7 +481,4 @@ class LLMJudge(SummaryJudge):
                     outputs.append(self.backend.chat(messages, **kw))
                 except Exception:
                     outputs.append(None)
-        verdicts = [self._verdict(raw) for raw in outputs]
-        self.num_calls += len(verdicts)
-        self.num_failures += sum(v.failed for v in verdicts)
-        return verdicts
+        return outputs

@@ -111,8 +111,9 @@ class LLMBackend(ToolBackend):
         max_tokens: cap on the reply.
         examples: one-line examples for the prompt; None uses
             :data:`DEFAULT_SIMULATOR_EXAMPLES`.
-        seed: when set, each call is sampled with a seed derived from it, the task id and
-            the call, so the same call in the same task gets the same sample.
+        seed: when set, each call is sampled with ``chat(seed=...)`` derived from (seed,
+            tool, canonical arguments), so the same call gets the same sample on a backend
+            that honours seeds (vLLM, OpenAI-compatible servers), in any task and any run.
     """
 
     def __init__(
@@ -150,7 +151,7 @@ class LLMBackend(ToolBackend):
     def _call_seed(self, call: ToolCall, task: Task) -> int | None:
         if self.seed is None:
             return None
-        key = f"{self.seed}|{task.task_id}|{call.name}|{canonical_arguments(call.arguments)}"
+        key = f"{self.seed}|{call.name}|{canonical_arguments(call.arguments)}"
         return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") >> 1
 
     def execute(self, call: ToolCall, schema: dict[str, Any] | None, task: Task) -> str:
@@ -174,10 +175,15 @@ class PythonBackend(ToolBackend):
     observation is the JSON of its return value (compact, ``str`` for unencodable values).
 
     Args:
-        functions: tool name → callable. An unknown name raises ``KeyError``.
+        functions: tool name → callable. An unknown name raises ``KeyError``. None (the
+            config default) uses the built-in synthetic suite's functions.
     """
 
-    def __init__(self, functions: dict[str, Callable[..., Any]]) -> None:
+    def __init__(self, functions: dict[str, Callable[..., Any]] | None = None) -> None:
+        if functions is None:
+            from slca_lightning.data.suite import builtin_suite
+
+            functions = builtin_suite().functions
         self.functions = dict(functions)
 
     def execute(self, call: ToolCall, schema: dict[str, Any] | None, task: Task) -> str:

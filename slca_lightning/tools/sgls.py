@@ -7,8 +7,11 @@ For each call :class:`SchemaGuidedSimulator` does, in order:
    set.``; missing required parameters get ``Missing required parameter(s) for tool
    '<name>': a, b.``. With ``strict_schema=True`` the arguments are also validated with
    ``jsonschema`` (types, enums, ...): ``Invalid arguments for tool '<name>': <messages>.``
-2. A cache lookup keyed by (tool name, canonical arguments, the tool's schema): the schema
-   is part of the key because two tasks may ship different tools under one name.
+2. A cache lookup keyed by (tool name, canonical arguments, the tool's schema, and the task
+   id when ``cache_scope="task"``): the schema is part of the key because two tasks may ship
+   different tools under one name. The cache is a :class:`~slca_lightning.tools.cache.
+   SimulatorCache`: memory, plus a SQLite file when ``cache_path`` is set (WAL, shared by
+   threads and processes, kept across restarts, so an identical rerun calls no backend).
 3. The :class:`ToolBackend` (an LLM role-playing the API server, a real Python function,
    canned responses), with ``max_retries`` retries after an exception (linear back-off:
    ``retry_backoff_s × attempt``) inside one deadline of ``timeout_s`` for the whole call
@@ -16,23 +19,33 @@ For each call :class:`SchemaGuidedSimulator` does, in order:
    The backend runs in a worker thread; at the deadline the call becomes a ``timeout``
    observation (a hung worker is left to finish on its own: Python cannot kill threads).
    Exceptions after the last retry become a ``backend_error`` observation whose content is
-   ``{"error": "<Type>: <message>"}``.
+   ``{"error": "<Type>: <message>"}``. Exceptions a
+   :class:`~slca_lightning.tools.faults.FaultInjector` raised on purpose are retried the same
+   way but counted as ``injected_faults``, never as real ``backend_errors`` / ``timeouts``.
+4. Output validation, when the tool declares an output schema: the JSON Schema under
+   ``output_schema`` or MCP's ``outputSchema``, in the function part of the tool dict or
+   beside it. The observation must parse as JSON and validate (``jsonschema``); a failure
+   counts ``output_invalid`` and is retried like an exception, then becomes an
+   ``output_invalid`` error observation naming the problems.
 
 Departures from the reference, all optional: the cache (on by default; errors are never
 cached), strict schema checks (off by default) and the deadline covering retries.
-``use_schema=False`` is the paper's "w/o SGLS" ablation: no validation and no schema for
-the backend. The simulator never raises; every outcome is a :class:`ToolResult` with its
+``use_schema=False`` is the paper's "w/o SGLS" ablation (config:
+``data.simulator.init_args.use_schema: false``): no argument or output validation and no
+schema for the backend. The simulator never raises; every outcome is a :class:`ToolResult` with its
 ``latency_s``, and counters accumulate in :attr:`SchemaGuidedSimulator.stats`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import itertools
 import json
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import Any
+from collections import deque
+from typing import Any, Literal
 
 from slca_lightning.tools.schema import (
     canonical_arguments,
@@ -47,6 +60,8 @@ __all__ = [
     "SchemaGuidedSimulator",
     "ToolBackend",
     "ToolSimulator",
+    "output_schema",
+    "percentile",
     "to_observation",
     "unknown_tool_message",
 ]
@@ -60,6 +75,9 @@ STAT_KEYS = (
     "backend_errors",
     "timeouts",
     "retries",
+    "backend_calls",
+    "output_invalid",
+    "injected_faults",
 )
 
 
@@ -74,6 +92,28 @@ def to_observation(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def output_schema(schema: Any) -> dict[str, Any] | None:
+    """The tool's declared output JSON Schema (``output_schema`` / ``outputSchema``, in the
+    function part or at the top level), or None."""
+    if not isinstance(schema, dict):
+        return None
+    inner = schema.get("function") if isinstance(schema.get("function"), dict) else {}
+    for part in (inner, schema):
+        for key in ("output_schema", "outputSchema"):
+            if isinstance(part.get(key), dict):
+                return part[key]
+    return None
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0–100, nearest rank) of ``values``; 0.0 when empty."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), -(-len(ordered) * q // 100)))
+    return float(ordered[int(rank) - 1])
 
 
 class ToolSimulator(ABC):
@@ -112,16 +152,24 @@ class SchemaGuidedSimulator(ToolSimulator):
         strict_schema: also validate types, enums, ... with ``jsonschema``.
         use_schema: False is the "w/o SGLS" ablation (no validation, no schema passed).
         cache: reuse observations of identical calls (errors are never cached).
+        cache_scope: ``"global"`` shares observations across tasks; ``"task"`` adds the task
+            id to the key (each task keeps its own world state).
+        cache_path: SQLite file for an on-disk cache (None: memory only).
         timeout_s: deadline for one call, retries and back-off included; None waits forever
             (and runs the backend in the caller's thread).
         max_retries: extra attempts after a backend exception.
         retry_backoff_s: sleep ``retry_backoff_s × attempt`` before retry ``attempt``.
         max_workers: threads :meth:`simulate_batch` uses.
 
+    Latencies of the last ``latency_window`` calls are kept for percentiles
+    (:meth:`latencies_since`); :meth:`stats_snapshot` merges :attr:`stats` with the cache's
+    and the backend chain's counters (a ``FaultInjector`` / ``ReplayBackend`` inside).
+
     A tool is available when it is in ``task.allowed_tools`` if that list is non-empty,
     else when ``task.tools`` has a schema of that name. :attr:`stats` counts ``calls``,
     ``cache_hits``, ``unknown_tool``, ``missing_arguments``, ``schema_invalid``,
-    ``backend_errors``, ``timeouts`` and ``retries`` (retry attempts made).
+    ``backend_errors``, ``timeouts``, ``retries`` (retry attempts made), ``backend_calls``
+    (attempts handed to the backend), ``output_invalid`` and ``injected_faults``.
     """
 
     def __init__(
@@ -130,22 +178,33 @@ class SchemaGuidedSimulator(ToolSimulator):
         strict_schema: bool = False,
         use_schema: bool = True,
         cache: bool = True,
+        cache_scope: Literal["global", "task"] = "global",
+        cache_path: str | None = None,
         timeout_s: float | None = 30.0,
         max_retries: int = 2,
         retry_backoff_s: float = 0.5,
         max_workers: int = 8,
+        latency_window: int = 10_000,
     ) -> None:
+        from slca_lightning.tools.cache import SimulatorCache
+
+        if cache_scope not in ("global", "task"):
+            raise ValueError(f"cache_scope must be 'global' or 'task', got {cache_scope!r}")
         self.backend = backend
         self.strict_schema = strict_schema
         self.use_schema = use_schema
         self.cache = cache
+        self.cache_scope = cache_scope
+        self.cache_path = cache_path
         self.timeout_s = timeout_s
         self.max_retries = max(0, int(max_retries))
         self.retry_backoff_s = retry_backoff_s
         self.max_workers = max(1, int(max_workers))
         self._lock = threading.Lock()
-        self._cache: dict[tuple[str, str, str], str] = {}
+        self._cache = SimulatorCache(cache_path if cache else None)
         self.stats: dict[str, int] = dict.fromkeys(STAT_KEYS, 0)
+        self._latencies: deque[tuple[int, float]] = deque(maxlen=max(1, int(latency_window)))
+        self._seq = itertools.count(1)
 
     def reset_stats(self) -> None:
         """Set every counter in :attr:`stats` back to 0."""
@@ -153,13 +212,35 @@ class SchemaGuidedSimulator(ToolSimulator):
             self.stats = dict.fromkeys(STAT_KEYS, 0)
 
     def clear_cache(self) -> None:
-        """Forget every cached observation."""
-        with self._lock:
-            self._cache.clear()
+        """Forget every cached observation (on disk too)."""
+        self._cache.clear()
 
     def _bump(self, key: str) -> None:
         with self._lock:
             self.stats[key] += 1
+
+    def latencies_since(self, seq: int) -> tuple[list[float], int]:
+        """Latencies (s) of calls numbered after ``seq`` (still in the window), and the
+        number of the latest call (pass it back next time)."""
+        with self._lock:
+            items = list(self._latencies)
+        latest = items[-1][0] if items else seq
+        return [lat for n, lat in items if n > seq], latest
+
+    def stats_snapshot(self) -> dict[str, int]:
+        """:attr:`stats` plus ``cache_*`` counters and the backend chain's own counters."""
+        with self._lock:
+            out = dict(self.stats)
+        for key, value in self._cache.stats.items():
+            out[f"cache_{key}"] = value
+        backend, seen = self.backend, set()
+        while backend is not None and id(backend) not in seen:
+            seen.add(id(backend))
+            for key, value in dict(getattr(backend, "stats", {}) or {}).items():
+                if isinstance(value, (int, float)) and key not in out:
+                    out[key] = value
+            backend = getattr(backend, "backend", None) or getattr(backend, "fallback", None)
+        return out
 
     def __call__(self, call: ToolCall, task: Task) -> ToolResult:
         """Answer one call (see the module docstring); never raises."""
@@ -171,6 +252,8 @@ class SchemaGuidedSimulator(ToolSimulator):
             self._bump("backend_errors")
             result = self._error(call, "backend_error", _error_json(exc))
         result.latency_s = time.perf_counter() - start
+        with self._lock:
+            self._latencies.append((next(self._seq), result.latency_s))
         return result
 
     def simulate_batch(self, calls: list[tuple[ToolCall, Task]]) -> list[ToolResult]:
@@ -215,24 +298,37 @@ class SchemaGuidedSimulator(ToolSimulator):
             if error is not None:
                 return error
         key = (call.name, canonical_arguments(call.arguments), canonical_arguments(schema))
+        if self.cache_scope == "task":
+            key += (str(task.task_id),)
         if self.cache:
-            with self._lock:
-                hit = self._cache.get(key)
-                if hit is not None:
-                    self.stats["cache_hits"] += 1
+            hit = self._cache.get(key)
             if hit is not None:
+                self._bump("cache_hits")
                 return ToolResult(call=call, content=hit)
         deadline = None if self.timeout_s is None else start + self.timeout_s
         result = self._run_backend(call, schema, task, deadline)
-        if self.cache and not result.is_error:
-            with self._lock:
-                self._cache[key] = result.content
+        injected = type(result.content).__name__ == "InjectedMalformed"
+        result.content = str(result.content)
+        if self.cache and not result.is_error and not injected:
+            self._cache.put(key, result.content)
         return result
+
+    def _check_output(self, content: str, schema: dict[str, Any] | None) -> list[str]:
+        """Problems of ``content`` against the tool's output schema ([] when none declared)."""
+        declared = output_schema(schema) if self.use_schema else None
+        if declared is None:
+            return []
+        try:
+            parsed = json.loads(content)
+        except (ValueError, RecursionError) as exc:
+            return [f"not JSON ({exc})"]
+        return validate_arguments({"parameters": declared}, parsed)
 
     def _run_backend(
         self, call: ToolCall, schema: dict[str, Any] | None, task: Task, deadline: float | None
     ) -> ToolResult:
         last_exc: BaseException | None = None
+        problems: list[str] = []
         for attempt in range(self.max_retries + 1):
             if attempt > 0:
                 pause = self.retry_backoff_s * attempt
@@ -240,14 +336,29 @@ class SchemaGuidedSimulator(ToolSimulator):
                     break  # no time left for another try: report the error we have
                 self._bump("retries")
                 time.sleep(pause)
+            self._bump("backend_calls")
             try:
-                return ToolResult(call=call, content=self._attempt(call, schema, task, deadline))
+                content = self._attempt(call, schema, task, deadline)
             except _DeadlineExceeded:
                 self._bump("timeouts")
                 text = _error_json(f"timeout: no response within {self.timeout_s} s")
                 return self._error(call, "timeout", text)
             except Exception as exc:
-                last_exc = exc
+                if _injected(exc):
+                    self._bump("injected_faults")
+                last_exc, problems = exc, []
+                continue
+            problems = self._check_output(content, schema)
+            if not problems:
+                return ToolResult(call=call, content=content)
+            self._bump("output_invalid")
+            last_exc = None
+        if problems:
+            text = f"Invalid output from tool '{call.name}': {'; '.join(problems)}."
+            return self._error(call, "output_invalid", _error_json(text))
+        if _injected(last_exc):
+            kind = "timeout" if isinstance(last_exc, TimeoutError) else "backend_error"
+            return self._error(call, kind, _error_json(last_exc))
         self._bump("backend_errors")
         return self._error(call, "backend_error", _error_json(last_exc))
 
@@ -266,7 +377,8 @@ class SchemaGuidedSimulator(ToolSimulator):
             done, _ = cf.wait([future], timeout=remaining)
             if not done:
                 raise _DeadlineExceeded
-            return to_observation(future.result())  # re-raises the backend's exception
+            value = future.result()  # re-raises the backend's exception
+            return value if isinstance(value, str) else to_observation(value)
         finally:
             pool.shutdown(wait=False)
 
@@ -274,6 +386,12 @@ class SchemaGuidedSimulator(ToolSimulator):
 class _DeadlineExceeded(Exception):
     """Our own deadline passed (distinct from a ``TimeoutError`` the backend raises, which
     is retried like any other backend exception)."""
+
+
+def _injected(exc: BaseException | None) -> bool:
+    from slca_lightning.tools.faults import InjectedFault
+
+    return isinstance(exc, InjectedFault)
 
 
 def _error_json(error: Any) -> str:

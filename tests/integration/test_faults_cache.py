@@ -1,0 +1,152 @@
+"""20 CPU steps through the CLI under 10% injected faults, then a cached rerun.
+
+Real parts: LightningCLI (the simulator comes from a YAML config as a user writes it),
+Trainer, the agent loop, SchemaGuidedSimulator with its SQLite cache, FaultInjector around
+the synthetic suite's real Python tools, the SimulatorStats callback and the CSVLogger.
+Boundaries: the policy's turns come from a ScriptedEngine (a random tiny model almost never
+emits a tool call, so faults would have nothing to hit), and the reward head is
+TokenParityReward (as in tests/integration/test_fit.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+from slca_lightning.cli import main
+from slca_lightning.testing.rewards import TokenParityReward
+from slca_lightning.testing.scripted import ScriptedEngine
+
+ARGS = [
+    "--model.model=tiny",
+    "--model.micro_batch_size=4",
+    "--model.kl_coef=0.0",
+    "--data.prompts_per_step=2",
+    "--data.group_size=2",
+    "--data.max_turns=2",
+    "--data.max_new_tokens=40",
+    "--data.max_response_tokens=96",
+    "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+    "--data.tasks.init_args.n_train=8",
+    "--data.tasks.init_args.n_heldout=2",
+    "--data.tasks.init_args.families=[math]",
+    "--data.tasks.init_args.irrelevant_fraction=0.0",
+    "--trainer.accelerator=cpu",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
+    "--trainer.enable_checkpointing=false",
+    "--trainer.log_every_n_steps=1",
+    "--trainer.max_steps=20",
+    "--trainer.callbacks+=callbacks.SimulatorStats",
+]
+
+
+def simulator_config(tmp_path: Path, name: str, fault_rate: float, cache_path: Path | None):
+    third = fault_rate / 3
+    cfg = {
+        "data": {
+            "simulator": {
+                "class_path": "slca_lightning.tools.sgls.SchemaGuidedSimulator",
+                "init_args": {
+                    "backend": {
+                        "class_path": "slca_lightning.tools.faults.FaultInjector",
+                        "init_args": {
+                            "backend": {
+                                "class_path": "slca_lightning.tools.backends.PythonBackend"
+                            },
+                            "timeout_rate": third,
+                            "server_error_rate": third,
+                            "malformed_rate": third,
+                            "seed": 1,
+                        },
+                    },
+                    "cache_path": None if cache_path is None else str(cache_path),
+                    "retry_backoff_s": 0.0,
+                    "max_retries": 1,
+                },
+            }
+        }
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def script(context: str, turn: int) -> str:
+    """Turn 0: an ``add`` call whose numbers come from the latest user question (so calls
+    differ between tasks but repeat between identical runs); then a short summary."""
+    if turn == 0:
+        users = context.split("<|im_start|>user")[-1]
+        numbers = [*[int(x) for x in re.findall(r"-?\d+", users)][:2], 1, 2]
+        call = {"name": "add", "arguments": {"a": numbers[0] % 97, "b": numbers[1] % 89}}
+        return "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
+    return "Done." + "<|im_end|>"
+
+
+def run(tmp_path: Path, name: str, fault_rate: float, cache_path: Path | None = None):
+    root = tmp_path / name
+    config = simulator_config(tmp_path, name, fault_rate, cache_path)
+    cli = main(
+        [
+            "--config",
+            str(config),
+            *ARGS,
+            f"--trainer.default_root_dir={root}",
+            "--trainer.logger=lightning.pytorch.loggers.CSVLogger",
+            f"--trainer.logger.init_args.save_dir={root}",
+        ],
+        run=False,
+    )
+    cli.model.reward_head = TokenParityReward()
+    cli.model.configure_model()
+    cli.datamodule.engine = ScriptedEngine(cli.model.tokenizer, script)
+    cli.trainer.fit(cli.model, cli.datamodule)
+    return cli, root
+
+
+def sim_totals(root: Path) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for path in root.rglob("metrics.csv"):
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                for key, value in row.items():
+                    if key.startswith("sim/") and value not in ("", None):
+                        totals[key] = totals.get(key, 0.0) + float(value)
+    return totals
+
+
+def test_twenty_steps_under_ten_percent_faults_lose_no_step_and_log_the_faults(tmp_path):
+    cli, root = run(tmp_path, "faults", fault_rate=0.10)
+    assert cli.trainer.global_step == 20
+    sim = cli.datamodule.simulator
+    injector = sim.backend
+    injected = (
+        injector.stats["injected_timeouts"]
+        + injector.stats["injected_server_errors"]
+        + injector.stats["injected_malformed"]
+    )
+    assert injected > 0 and injector.stats["attempts"] == sim.stats["backend_calls"]
+    assert 0.03 < injected / injector.stats["attempts"] < 0.25  # about the 10% asked for
+    logged = sim_totals(root)
+    assert logged["sim/calls"] == sim.stats["calls"] > 0
+    assert logged["sim/injected_faults"] == sim.stats["injected_faults"] > 0
+    assert logged["sim/injected_malformed"] == injector.stats["injected_malformed"]
+    assert sim.stats["backend_errors"] == 0 and sim.stats["timeouts"] == 0  # none were real
+    assert "sim/latency_p99" in logged
+
+
+def test_a_second_identical_run_on_the_disk_cache_makes_no_backend_call(tmp_path):
+    cache = tmp_path / "sim_cache.sqlite"
+    first, _ = run(tmp_path, "first", fault_rate=0.0, cache_path=cache)
+    assert first.trainer.global_step == 20 and first.datamodule.simulator.backend.stats["attempts"]
+    second, root = run(tmp_path, "second", fault_rate=0.0, cache_path=cache)
+    sim = second.datamodule.simulator
+    assert second.trainer.global_step == 20
+    assert sim.stats["calls"] == first.datamodule.simulator.stats["calls"] > 0
+    assert sim.backend.stats["attempts"] == 0 and sim.stats["backend_calls"] == 0
+    assert sim.stats["cache_hits"] == sim.stats["calls"]
+    assert sim_totals(root)["sim/cache_disk_hits"] > 0
