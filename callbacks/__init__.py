@@ -3,8 +3,10 @@ RolloutTable, GradientDiagnostics) live here, at the top level as the design car
 They only read what the module logs and the batches it sees; the module never imports them.
 """
 
+from callbacks.bfcl_eval import BFCLEval
 from callbacks.heldout_table import HeldoutTable
 from callbacks.reward_curves import RewardCurves
 from callbacks.rollout_table import RolloutTable
+from callbacks.simulator_stats import SimulatorStats
 
-__all__ = ["HeldoutTable", "RewardCurves", "RolloutTable"]
+__all__ = ["BFCLEval", "HeldoutTable", "RewardCurves", "RolloutTable", "SimulatorStats"]

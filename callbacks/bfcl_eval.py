@@ -1,0 +1,109 @@
+"""BFCLEval: BFCL single-turn accuracy of the policy, with BFCL's own data and checker."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Literal
+
+import lightning as L
+
+from slca_lightning.eval.bfcl import BFCLEvaluator
+
+log = logging.getLogger(__name__)
+
+
+class BFCLEval(L.Callback):
+    """Greedy BFCL accuracy per category and BFCL's summaries (overall, non-live, live, …).
+
+    Runs every ``every_n_steps`` optimizer steps, at the end of fit and at the end of
+    validation (so ``slca validate`` / ``slca eval`` on a checkpoint runs it; not during the
+    sanity check). Scalars go to ``trainer.logger`` as ``<prefix>/<category>`` and
+    ``<prefix>/<summary>``; the table to ``<log_dir or default_root_dir>/eval/<name>.md``.
+    See :class:`~slca_lightning.eval.bfcl.BFCLEvaluator` for how prompts are built and
+    scored. Every rank runs the same entries (sharded models need all ranks to generate);
+    rank zero writes the table.
+
+    Args:
+        categories: BFCL categories or groups (``all`` = single-turn, ``ast``, ``live``,
+            ``multi_turn`` …).
+        samples_per_category: entries per category, a seeded sample (None: all of them;
+            a CPU run uses a few).
+        max_new_tokens: generation cap of the reply.
+        every_n_steps: evaluate when ``global_step % every_n_steps == 0`` (None: only at the
+            end of fit and of validation).
+        seed: seed of the per-category sample.
+        batch_size: prompts per ``generate`` call.
+        tool_prompt: ``"template"`` (chat template ``tools=``) or ``"system"`` (the hermes
+            system prompt of training).
+        max_prompt_tokens: longer prompts count as failures without generating.
+        prefix: logging prefix.
+        name: table file name (without ``.md``).
+    """
+
+    def __init__(
+        self,
+        categories: str | Sequence[str] = "all",
+        samples_per_category: int | None = 20,
+        max_new_tokens: int = 512,
+        every_n_steps: int | None = None,
+        seed: int = 0,
+        batch_size: int = 8,
+        tool_prompt: Literal["template", "system"] = "template",
+        max_prompt_tokens: int | None = None,
+        prefix: str = "bfcl",
+        name: str = "bfcl",
+    ) -> None:
+        if every_n_steps is not None and every_n_steps <= 0:
+            raise ValueError(f"every_n_steps must be positive or None, got {every_n_steps}")
+        self.evaluator = BFCLEvaluator(
+            categories,
+            limit=samples_per_category,
+            seed=seed,
+            max_new_tokens=max_new_tokens,
+            batch_size=batch_size,
+            tool_prompt=tool_prompt,
+            max_prompt_tokens=max_prompt_tokens,
+        )
+        self.every_n_steps = every_n_steps
+        self.prefix, self.name = prefix, name
+        self.last: dict[str, float] = {}
+        self._done_at: int | None = None
+
+    def evaluate(self, trainer, pl_module) -> dict[str, float]:
+        """Run BFCL on ``pl_module.policy``; log the scalars and write the table."""
+        report = self.evaluator.run(pl_module.policy, pl_module.tokenizer)
+        metrics = report.metrics()
+        self._done_at = trainer.global_step
+        self.last = metrics
+        if trainer.logger is not None:
+            trainer.logger.log_metrics(
+                {f"{self.prefix}/{k}": v for k, v in metrics.items()}, step=trainer.global_step
+            )
+        if trainer.is_global_zero:
+            folder = os.path.join(trainer.log_dir or trainer.default_root_dir, "eval")
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, f"{self.name}.md")
+            with open(path, "w") as f:
+                f.write(f"# BFCL (step {trainer.global_step})\n\n{report.markdown()}\n")
+            log.info("BFCL table written to %s", path)
+        return metrics
+
+    def _maybe(self, trainer, pl_module) -> None:
+        if self._done_at == trainer.global_step:  # same weights already evaluated
+            return
+        self.evaluate(trainer, pl_module)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if self.every_n_steps and step % self.every_n_steps == 0:
+            self._maybe(trainer, pl_module)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._maybe(trainer, pl_module)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking:
+            return
+        self._maybe(trainer, pl_module)
