@@ -58,10 +58,12 @@ __all__ = [
     "aggregate",
     "clipped_surrogate",
     "k3_kl",
+    "logprob_mismatch",
     "policy_loss",
     "token_entropy",
     "token_logprobs",
     "token_logprobs_from_hidden",
+    "truncated_is_weight",
 ]
 
 AGGREGATION_MODES: tuple[str, ...] = (
@@ -301,6 +303,40 @@ def aggregate(
 # --------------------------------------------------------------------------------------
 
 
+def truncated_is_weight(
+    trainer_logprobs: Tensor, engine_logprobs: Tensor, mask: Tensor, cap: float
+) -> Tensor:
+    """Truncated importance weight ``min(exp(trainer − engine), cap)`` per token (constants).
+
+    Corrects for the rollout engine (e.g. vLLM) sampling from a slightly different
+    distribution than the trainer's ``π_old``. Off-mask positions get weight 0.
+
+    Args:
+        trainer_logprobs: `[B, T]` log π_old recomputed by the trainer.
+        engine_logprobs: `[B, T]` log-probs the engine reported while sampling.
+        mask: `[B, T]` bool, the sampled (assistant) tokens.
+        cap: the truncation ``C > 0``.
+    """
+    if cap <= 0:
+        raise ValueError(f"tis_cap must be > 0, got {cap}")
+    for name, t in (("engine_logprobs", engine_logprobs), ("mask", mask)):
+        if t.shape != trainer_logprobs.shape:
+            raise ValueError(
+                f"{name} has shape {tuple(t.shape)} but trainer_logprobs has shape "
+                f"{tuple(trainer_logprobs.shape)}"
+            )
+    zero = torch.zeros((), dtype=torch.float32, device=trainer_logprobs.device)
+    delta = torch.where(mask, trainer_logprobs.float() - engine_logprobs.float(), zero)
+    return torch.where(mask, delta.exp().clamp(max=cap), zero).detach()  # [B, T]
+
+
+def logprob_mismatch(a: Tensor, b: Tensor, mask: Tensor) -> float:
+    """Mean ``|a − b|`` over the masked tokens (0.0 when none): trainer vs engine log-probs."""
+    if not bool(mask.any()):
+        return 0.0
+    return float((a.float() - b.float())[mask].abs().mean())
+
+
 def _first_bad_row(advantages: Tensor) -> int | None:
     bad = ~torch.isfinite(advantages.detach())
     if advantages.dim() > 1:
@@ -323,6 +359,7 @@ def policy_loss(
     dual_clip: float | None = None,
     aggregation: str = "token-mean",
     max_len: int | None = None,
+    is_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """SLCA-GRPO policy loss: ``agg(surrogate + kl_coef·k3) − entropy_coef·agg(entropy)``.
 
@@ -347,6 +384,8 @@ def policy_loss(
         dual_clip: dual-clip constant ``c > 1`` or None.
         aggregation: a mode or alias of :func:`aggregate` (default ``token-mean``).
         max_len: normaliser for ``seq-mean-token-sum-norm``.
+        is_weights: `[B, T]` constant per-token weights of the surrogate (the truncated
+            importance weight of :func:`truncated_is_weight`); None = 1.
 
     Returns:
         ``(loss, metrics)``: a 0-d float32 loss and Python floats ``loss``,
@@ -368,6 +407,7 @@ def policy_loss(
         ("ref_logprobs", ref_logprobs),
         ("entropy", entropy),
         ("mask", mask),
+        ("is_weights", is_weights),
     ):
         if tensor is not None and tensor.shape != shape:
             raise ValueError(
@@ -402,6 +442,8 @@ def policy_loss(
         eps_high=eps_high,
         dual_clip=dual_clip,
     )  # [B, T]
+    if is_weights is not None:
+        per_token = per_token * _clean(is_weights.detach())
     pg_loss = aggregate(per_token, mask, aggregation, max_len)
     metrics: dict[str, Tensor] = dict(stats)
     if ref_logprobs is not None:

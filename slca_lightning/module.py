@@ -8,7 +8,12 @@ One ``training_step`` per rollout batch (manual optimisation):
    computed once for the whole batch, since the group statistics need every row;
 3. ``old_logprobs``: with one PPO epoch and one mini-batch the ratio is exactly 1 and the
    current log-probs (detached) serve; otherwise one no-grad forward before the updates
-   (``old_logprobs="rollout"`` trusts the engine's sampling log-probs instead);
+   (``old_logprobs="rollout"`` trusts the engine's sampling log-probs instead). ``"auto"``
+   also recomputes when the engine's log-probs are not trusted (``logprobs_trusted =
+   False``, vLLM) or ``tis_cap`` is set; ``tis_cap = C`` weights each token's surrogate by
+   ``min(exp(old − engine), C)`` (truncated importance sampling), and
+   ``rollout/logprob_mismatch`` (mean |trainer − engine| log-prob on sampled tokens) is
+   logged every step;
 4. ``ppo_epochs × mini_batches`` optimiser steps, each accumulating ``manual_backward`` over
    micro-batches weighted so the loss equals the chosen aggregation over the mini-batch,
    with gradient clipping and an LR scheduler step after each optimiser step.
@@ -31,8 +36,14 @@ import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
 from slca_lightning.advantages import AdvantageRouter, SLCARouter, advantage_contamination
-from slca_lightning.losses import policy_loss
-from slca_lightning.policy import LoraSettings, apply_lora, load_policy, sequence_logprobs
+from slca_lightning.losses import logprob_mismatch, policy_loss, truncated_is_weight
+from slca_lightning.policy import (
+    LoraSettings,
+    apply_lora,
+    load_policy,
+    sequence_logprobs,
+    shard_fsdp2,
+)
 from slca_lightning.rewards import HierarchicalReward, RewardHead
 from slca_lightning.rollout.record import RolloutRecord
 from slca_lightning.segmenters import MaskRunSegmenter, Segmenter
@@ -66,6 +77,10 @@ class SLCAGRPOModule(L.LightningModule):
         max_grad_norm: gradient clipping (None = off).
         temperature: the sampling temperature (log-probs are of the scaled policy).
         old_logprobs: ``"auto"``, ``"recompute"`` or ``"rollout"`` (see module docstring).
+        tis_cap: truncated importance-sampling cap ``C`` between the trainer's and the
+            engine's log-probs (None = off; 2.0 is common with vLLM).
+        fsdp_param_dtype: under ``ModelParallelStrategy`` (FSDP2), the compute dtype of the
+            sharded policy and reference (mixed precision, e.g. ``"bfloat16"``; None = dtype).
         lora: LoRA settings; the reference is then the adapter-disabled base.
         logprob_chunk_size: rows per chunk of the chunked log-softmax.
         dtype: policy dtype (``float32``, ``bfloat16``).
@@ -95,6 +110,8 @@ class SLCAGRPOModule(L.LightningModule):
         max_grad_norm: float | None = 1.0,
         temperature: float = 1.0,
         old_logprobs: Literal["auto", "recompute", "rollout"] = "auto",
+        tis_cap: float | None = None,
+        fsdp_param_dtype: str | None = None,
         lora: LoraSettings | None = None,
         logprob_chunk_size: int = 1024,
         dtype: str = "float32",
@@ -108,6 +125,8 @@ class SLCAGRPOModule(L.LightningModule):
         ):
             if int(value) < 1:
                 raise ValueError(f"model.{name} must be ≥ 1, got {value}")
+        if tis_cap is not None and tis_cap <= 0:
+            raise ValueError(f"model.tis_cap must be > 0 or null, got {tis_cap}")
         if old_logprobs not in ("auto", "recompute", "rollout"):
             raise ValueError(
                 f"model.old_logprobs must be auto, recompute or rollout, got {old_logprobs!r}"
@@ -135,6 +154,11 @@ class SLCAGRPOModule(L.LightningModule):
             policy = apply_lora(policy, self.lora)
         elif hp.kl_coef > 0:
             self.reference = copy.deepcopy(policy).eval().requires_grad_(False)
+        mesh = getattr(self, "_device_mesh", None)  # set by ModelParallelStrategy (FSDP2)
+        if mesh is not None:
+            for net in (policy, self.reference):
+                if net is not None:
+                    shard_fsdp2(net, mesh, hp.fsdp_param_dtype)
         self.policy, self.tokenizer = policy, tokenizer
         if hasattr(self.segmenter, "tokenizer") and self.segmenter.tokenizer is None:
             self.segmenter.tokenizer = tokenizer
@@ -251,9 +275,11 @@ class SLCAGRPOModule(L.LightningModule):
 
         t0 = time.perf_counter()
         single_pass = hp.ppo_epochs == 1 and hp.mini_batches == 1
+        engine = getattr(getattr(self.trainer, "datamodule", None), "engine", None)
+        untrusted = not getattr(engine, "logprobs_trusted", True) or hp.tis_cap is not None
         if hp.old_logprobs == "rollout":
             old = batch.old_logprobs
-        elif hp.old_logprobs == "recompute" or not single_pass:
+        elif hp.old_logprobs == "recompute" or not single_pass or untrusted:
             old = self._full_logprobs(self.policy, batch)
         else:
             old = None  # ratio is exactly 1: use the current log-probs, detached
@@ -267,15 +293,16 @@ class SLCAGRPOModule(L.LightningModule):
                 with self._reference_context():
                     ref = self._full_logprobs(self.policy, batch)
         metrics["time/ref_logprobs"] = time.perf_counter() - t0
+        is_w = None
         if batch.old_logprobs is not None and old is not None and old is not batch.old_logprobs:
             m = batch.assistant_mask
-            if bool(m.any()):
-                metrics["rollout/logprob_mismatch"] = float(
-                    (old - batch.old_logprobs)[m].abs().mean()
-                )
+            metrics["rollout/logprob_mismatch"] = logprob_mismatch(old, batch.old_logprobs, m)
+            if hp.tis_cap is not None:
+                is_w = truncated_is_weight(old, batch.old_logprobs, m, hp.tis_cap)
+                metrics["rollout/tis_weight_mean"] = float(is_w[m].mean()) if m.any() else 1.0
 
         t0 = time.perf_counter()
-        metrics.update(self._update(batch, advantages, loss_mask, old, ref))
+        metrics.update(self._update(batch, advantages, loss_mask, old, ref, is_w))
         metrics["time/update"] = time.perf_counter() - t0
         step_time = sum(
             metrics.get(k, 0.0)
@@ -307,7 +334,7 @@ class SLCAGRPOModule(L.LightningModule):
         )
         return None
 
-    def _update(self, batch, advantages, loss_mask, old, ref) -> dict[str, float]:
+    def _update(self, batch, advantages, loss_mask, old, ref, is_w=None) -> dict[str, float]:
         hp = self.hparams
         opt = self.optimizers()
         sched = self.lr_schedulers()
@@ -316,6 +343,8 @@ class SLCAGRPOModule(L.LightningModule):
         sums: dict[str, float] = {}
         tokens = 0.0
         grad_norms = []
+        engine_logp = batch.old_logprobs if old is None else None  # mismatch on the fly
+        mismatch = [0.0, 0]
         for _ in range(hp.ppo_epochs):
             order = torch.randperm(b, generator=gen) if hp.mini_batches > 1 else torch.arange(b)
             for mini in torch.tensor_split(order, hp.mini_batches):
@@ -332,6 +361,12 @@ class SLCAGRPOModule(L.LightningModule):
                     micro = micro.to(self.device)
                     logp, ent = self._logprobs(self.policy, batch, micro, entropy=True)
                     mask = loss_mask[micro]
+                    if engine_logp is not None:
+                        m = batch.assistant_mask[micro]
+                        mismatch[0] += logprob_mismatch(logp.detach(), engine_logp[micro], m) * int(
+                            m.sum()
+                        )
+                        mismatch[1] += int(m.sum())
                     if hp.aggregation in _WEIGHTED_BY_TOKENS:
                         weight = int(mask.sum()) / max(mini_tokens, 1)
                     elif hp.aggregation in ("seq-mean-token-mean", "grpo"):
@@ -352,6 +387,7 @@ class SLCAGRPOModule(L.LightningModule):
                         dual_clip=hp.dual_clip,
                         aggregation=hp.aggregation,
                         max_len=batch.input_ids.shape[1],
+                        is_weights=None if is_w is None else is_w[micro],
                     )
                     self.manual_backward(loss * weight)
                     n = stats.pop("num_tokens")
@@ -367,4 +403,6 @@ class SLCAGRPOModule(L.LightningModule):
         out["train/tokens"] = tokens / max(hp.ppo_epochs, 1)
         out["train/grad_norm"] = sum(grad_norms) / max(len(grad_norms), 1)
         out["train/lr"] = float(sched.get_last_lr()[0])
+        if engine_logp is not None:
+            out["rollout/logprob_mismatch"] = mismatch[0] / max(mismatch[1], 1)
         return out

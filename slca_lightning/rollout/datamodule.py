@@ -21,6 +21,7 @@ from typing import Any, Literal
 import lightning as L
 
 from slca_lightning.data.sources import SyntheticTasks, TaskSource
+from slca_lightning.policy import rollout_weights
 from slca_lightning.rollout.agent_loop import AgentLoop
 from slca_lightning.rollout.collate import collate_episodes
 from slca_lightning.rollout.engine import RolloutEngine, SamplingConfig
@@ -28,6 +29,26 @@ from slca_lightning.rollout.hf_engine import HFEngine
 from slca_lightning.tools.backends import PythonBackend
 from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolSimulator
 from slca_lightning.types import RolloutBatch, Task
+
+
+def shard_tasks(
+    tasks: list[Task], group_offset: int, rank: int, world_size: int
+) -> tuple[list[Task], int]:
+    """This rank's share of a step's tasks (whole groups) and the group id of its first task.
+
+    Each rank takes a contiguous block of ``len(tasks) // world_size`` tasks, so group ids stay
+    globally unique and each group's rows live on one rank (the group statistics need them).
+    """
+    if world_size <= 1:
+        return tasks, group_offset
+    if len(tasks) % world_size:
+        raise ValueError(
+            f"data.prompts_per_step={len(tasks)} is not divisible by the {world_size} ranks: "
+            f"each rank generates prompts_per_step / world_size whole groups; use a multiple "
+            f"of {world_size}"
+        )
+    per = len(tasks) // world_size
+    return tasks[rank * per : (rank + 1) * per], group_offset + rank * per
 
 
 class RolloutStream:
@@ -55,10 +76,18 @@ class RolloutStream:
         tasks = self.task_batch(index)
         self.loop.sampling.seed = self.dm.seed * 7919 + index
         trainer = self.dm._trainer_or_none()
+        offset = index * len(tasks)
         if trainer is not None:  # the optimiser steps taken so far = the weights' version
             self.loop.engine.policy_version = int(trainer.global_step)
+            tasks, offset = shard_tasks(tasks, offset, trainer.global_rank, trainer.world_size)
+            self.loop.sampling.seed += 1_000_033 * trainer.global_rank
+        engine = self.loop.engine
         t0 = time.perf_counter()
-        episodes = self.loop.run(tasks, self.dm.group_size, group_offset=index * len(tasks))
+        engine_stats = engine.before_rollout() if hasattr(engine, "before_rollout") else {}
+        with rollout_weights(engine.model if isinstance(engine, HFEngine) else None):
+            episodes = self.loop.run(tasks, self.dm.group_size, group_offset=offset)
+        if hasattr(engine, "after_rollout"):
+            engine.after_rollout()
         wall = time.perf_counter() - t0
         batch = collate_episodes(episodes, self.dm.pad_token_id)
         st = self.loop.stats
@@ -75,6 +104,7 @@ class RolloutStream:
             "rollout/truncated_fraction": sum(e.truncated for e in episodes) / n,
             "rollout/render_check_failed": float(st["render_check_failed"]),
             "rollout/policy_version": float(self.loop.engine.policy_version),
+            **engine_stats,
         }
         self.dm.batches_served += 1
         return batch
@@ -85,7 +115,8 @@ class RolloutDataModule(L.LightningDataModule):
 
     Args:
         tasks: the task source (default: the built-in synthetic suite).
-        prompts_per_step: distinct tasks per rollout batch.
+        prompts_per_step: distinct tasks per rollout batch, over all ranks (under DDP/FSDP
+            each rank generates ``prompts_per_step / world_size`` whole groups).
         group_size: rollouts per task (G); the group statistics need G ≥ 2.
         max_turns, max_calls_per_turn, max_response_tokens, max_tool_response_tokens:
             METHOD §2 caps (see :class:`AgentLoop`).
