@@ -40,6 +40,7 @@ from slca_lightning.losses import logprob_mismatch, policy_loss, truncated_is_we
 from slca_lightning.policy import (
     LoraSettings,
     apply_lora,
+    grouped_logprobs,
     load_policy,
     sequence_logprobs,
     shard_fsdp2,
@@ -83,6 +84,10 @@ class SLCAGRPOModule(L.LightningModule):
             sharded policy and reference (mixed precision, e.g. ``"bfloat16"``; None = dtype).
         lora: LoRA settings; the reference is then the adapter-disabled base.
         logprob_chunk_size: rows per chunk of the chunked log-softmax.
+        shared_prefix: compute each group's shared prompt once per micro-batch
+            (:func:`~slca_lightning.policy.grouped_logprobs`: same values, a fraction of the
+            cost when the prompt is most of each row); off under multi-process training,
+            where every rank must run the same number of forward passes.
         dtype: policy dtype (``float32``, ``bfloat16``).
         seed: seeds model creation and mini-batch shuffling.
     """
@@ -114,6 +119,7 @@ class SLCAGRPOModule(L.LightningModule):
         fsdp_param_dtype: str | None = None,
         lora: LoraSettings | None = None,
         logprob_chunk_size: int = 1024,
+        shared_prefix: bool = True,
         dtype: str = "float32",
         seed: int = 0,
     ) -> None:
@@ -222,14 +228,16 @@ class SLCAGRPOModule(L.LightningModule):
 
     # -- log-probs -----------------------------------------------------------------------
     def _logprobs(self, model, batch: RolloutBatch, rows: torch.Tensor, entropy: bool = False):
-        return sequence_logprobs(
-            model,
-            batch.input_ids[rows],
-            batch.attention_mask[rows],
-            temperature=self.hparams.temperature,
-            chunk_size=self.hparams.logprob_chunk_size,
-            return_entropy=entropy,
-        )
+        kw = {
+            "temperature": self.hparams.temperature,
+            "chunk_size": self.hparams.logprob_chunk_size,
+            "return_entropy": entropy,
+        }
+        ids, am = batch.input_ids[rows], batch.attention_mask[rows]
+        single_process = self._trainer is None or self.trainer.world_size == 1
+        if self.hparams.shared_prefix and single_process:
+            return grouped_logprobs(model, ids, am, batch.group_ids[rows], **kw)
+        return sequence_logprobs(model, ids, am, **kw)
 
     @torch.no_grad()
     def _full_logprobs(self, model, batch: RolloutBatch) -> torch.Tensor:
@@ -238,6 +246,36 @@ class SLCAGRPOModule(L.LightningModule):
         return torch.cat(
             [self._logprobs(model, batch, rows[i : i + mbs]) for i in range(0, len(rows), mbs)]
         )
+
+    def loss_parts(self, record: RolloutRecord, rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The policy-gradient loss of ``rows`` of a rollout, split by segment (diagnostics).
+
+        For each segment ``s`` of ``record.segments.masks``: the surrogate at ratio 1 (the
+        current log-probs serve as old ones) with the advantages zeroed outside ``s``,
+        aggregated like training over the whole loss mask, so the parts sum to the
+        policy-gradient loss of the rows (no KL or entropy term). Differentiable in the
+        policy's parameters (one forward shared by every part).
+        """
+        hp = self.hparams
+        batch = record.batch
+        rows = rows.to(self.device)
+        logp = self._logprobs(self.policy, batch, rows)  # [b, T]
+        mask = batch.assistant_mask[rows].to(self.device)
+        if hp.mask_truncated and batch.truncated is not None:
+            mask = mask & ~batch.truncated[rows].to(self.device)[:, None]
+        adv = record.advantages.to(self.device)[rows]
+        parts = {}
+        for name, seg in record.segments.masks.items():
+            seg_adv = torch.where(seg.to(self.device)[rows], adv, torch.zeros_like(adv))
+            parts[name], _ = policy_loss(
+                logp,
+                logp.detach(),
+                seg_adv,
+                mask,
+                aggregation=hp.aggregation,
+                max_len=batch.input_ids.shape[1],
+            )
+        return parts
 
     # -- the step ------------------------------------------------------------------------
     def training_step(self, dataloader_iter):

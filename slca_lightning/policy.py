@@ -40,6 +40,7 @@ __all__ = [
     "apply_lora",
     "common_prefix_len",
     "default_cache_dir",
+    "grouped_logprobs",
     "load_policy",
     "rollout_weights",
     "sequence_logprobs",
@@ -175,8 +176,14 @@ def sequence_logprobs(
 
 
 def shared_prefix_logprobs(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, prefix_len: int
-) -> torch.Tensor:
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    prefix_len: int,
+    temperature: float = 1.0,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    return_entropy: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     """:func:`sequence_logprobs` for rows that share their first tokens.
 
     The first ``prefix_len`` tokens (equal in every row, e.g. one tool-listing system
@@ -185,6 +192,8 @@ def shared_prefix_logprobs(
     a fraction of the cost when the prefix is most of each row (SFT batches of one tool
     prompt, the G rollouts of a GRPO group). Rows must be right-padded.
     """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
     batch, width = input_ids.shape
     if not 0 < prefix_len < width:
         raise ValueError(f"prefix_len must be in [1, {width}), got {prefix_len}")
@@ -196,13 +205,76 @@ def shared_prefix_logprobs(
     cache.batch_repeat_interleave(batch)
     rest = model(input_ids=input_ids[:, prefix_len:], **{name: cache}).logits  # [B, T-P, V]
     head = out.logits  # [1, P, V]
-    lp_prefix = token_logprobs(head[:, :-1], prefix[:, 1:]).expand(batch, -1)  # [B, P-1]
-    lp_bridge = token_logprobs(
-        head[:, -1:].expand(batch, -1, -1), input_ids[:, prefix_len : prefix_len + 1]
-    )  # [B, 1]
-    lp_rest = token_logprobs(rest[:, :-1], input_ids[:, prefix_len + 1 :])  # [B, T-P-1]
-    lp = torch.nn.functional.pad(torch.cat([lp_prefix, lp_bridge, lp_rest], 1), (1, 0))
-    return torch.where(attention_mask.bool(), lp, torch.zeros((), dtype=lp.dtype))
+    if temperature != 1.0:
+        head, rest = head / temperature, rest / temperature
+
+    def score(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor | None]:
+        got = token_logprobs(logits, targets, chunk_size, return_entropy)
+        return (got[0], got[1]) if return_entropy else (got, None)
+
+    parts = [
+        score(head[:, :-1], prefix[:, 1:]),  # [1, P-1], the same for every row
+        score(head[:, -1:].expand(batch, -1, -1), input_ids[:, prefix_len : prefix_len + 1]),
+        score(rest[:, :-1], input_ids[:, prefix_len + 1 :]),  # [B, T-P-1]
+    ]
+    keep = attention_mask.bool()
+
+    def join(i: int) -> Tensor:
+        pre, bridge, tail = (p[i] for p in parts)
+        x = torch.cat([pre.expand(batch, -1), bridge.expand(batch, -1), tail], 1)
+        x = torch.nn.functional.pad(x, (1, 0))  # [B, T], position 0 = 0
+        return torch.where(keep, x, torch.zeros((), dtype=x.dtype, device=x.device))
+
+    return (join(0), join(1)) if return_entropy else join(0)
+
+
+def grouped_logprobs(
+    model: Any,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    group_ids: Tensor,
+    temperature: float = 1.0,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    return_entropy: bool = False,
+    min_prefix: int = 32,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """:func:`sequence_logprobs` of a rollout micro-batch, one shared prefix per group.
+
+    The G rollouts of a task share their whole prompt (system prompt with the tool list and
+    the user turn), usually most of each row. Rows are split by ``group_ids``; a group whose
+    common prefix has at least ``min_prefix`` tokens goes through
+    :func:`shared_prefix_logprobs` (its prompt runs once, not G times), any other through
+    :func:`sequence_logprobs`. Same values and gradients as one plain batch up to float
+    rounding. Rows must be right-padded (as :func:`~slca_lightning.rollout.collate.
+    collate_episodes` pads).
+    """
+    kw = {"temperature": temperature, "chunk_size": chunk_size, "return_entropy": return_entropy}
+    width = input_ids.shape[1]
+    outs: list[tuple[Tensor, Tensor | None]] = []
+    order: list[Tensor] = []
+    for gid in torch.unique(group_ids, sorted=True):
+        rows = (group_ids == gid).nonzero().flatten()
+        ids, am = input_ids[rows], attention_mask[rows]
+        length = int(am.sum(1).max())  # drop the padding columns every row of the group has
+        ids, am = ids[:, :length], am[:, :length]
+        prefix = min(common_prefix_len(ids, am), length - 1)
+        if prefix >= min_prefix and len(rows) > 1:
+            got = shared_prefix_logprobs(model, ids, am, prefix, **kw)
+        else:
+            got = sequence_logprobs(model, ids, am, **kw)
+        pair = got if return_entropy else (got, None)
+        outs.append(tuple(None if x is None else _pad_to(x, width) for x in pair))
+        order.append(rows)
+    index = torch.argsort(torch.cat(order))
+    lp = torch.cat([o[0] for o in outs])[index]
+    if not return_entropy:
+        return lp
+    return lp, torch.cat([o[1] for o in outs])[index]
+
+
+def _pad_to(x: Tensor, width: int) -> Tensor:
+    """Right-pad ``[B, t]`` with zeros to ``[B, width]``."""
+    return torch.nn.functional.pad(x, (0, width - x.shape[1]))
 
 
 def common_prefix_len(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
