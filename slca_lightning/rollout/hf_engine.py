@@ -2,7 +2,12 @@
 
 Generation runs ``model.generate`` on left-padded prompts under ``no_grad`` with the model
 in eval mode (restored afterwards), then cuts every row at its first EOS / pad token or at
-the completion of a stop string. Log-probs are recomputed from the returned logits as
+the completion of a stop string. Prompts that share a long prefix (the G rollouts of a task
+share their whole prompt, and keep it as a prefix in later turns) are generated together
+from one prefilled KV cache of that prefix, repeated over the rows: the rows are laid out
+``[prefix | padding | own suffix]`` and positions follow the attention mask, so the samples'
+distribution is unchanged while the prompt is prefilled once per cluster instead of once
+per row. Log-probs are recomputed from the returned logits as
 ``log_softmax(logits / temperature)`` at the sampled token, in float32, so they match what
 the trainer computes for the same temperature.
 """
@@ -10,6 +15,7 @@ the trainer computes for the same temperature.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from typing import Any
 
 import torch
@@ -25,14 +31,23 @@ class HFEngine(RolloutEngine):
         model: a Hugging Face causal LM (the policy; shared, never copied).
         tokenizer: its tokenizer (pad/eos ids, stop-string detection).
         max_batch_size: rows per ``generate`` call.
+        share_prefix: prefill a prefix shared by several prompts once (see module docstring).
+        min_shared_prefix: the shortest shared prefix (tokens) worth a cluster of its own.
     """
 
     def __init__(
-        self, model: nn.Module | None = None, tokenizer: Any = None, max_batch_size: int = 64
+        self,
+        model: nn.Module | None = None,
+        tokenizer: Any = None,
+        max_batch_size: int = 64,
+        share_prefix: bool = True,
+        min_shared_prefix: int = 64,
     ):
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
+        self.share_prefix = share_prefix
+        self.min_shared_prefix = min_shared_prefix
         self.policy_version = 0
 
     def bind(self, model: nn.Module, tokenizer: Any) -> None:
@@ -72,24 +87,51 @@ class HFEngine(RolloutEngine):
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Generation]:
         if self.model is None or self.tokenizer is None:
             raise RuntimeError("HFEngine has no model/tokenizer: call bind(model, tokenizer) first")
-        out: list[Generation] = []
-        for start in range(0, len(prompts), self.max_batch_size):
-            out.extend(self._generate(prompts[start : start + self.max_batch_size], sampling))
-        return out
+        out: list[Generation | None] = [None] * len(prompts)
+        clusters = (
+            prefix_clusters(prompts, self.min_shared_prefix)
+            if self.share_prefix
+            else [(list(range(len(prompts))), 0)]
+        )
+        for rows, shared in clusters:
+            for start in range(0, len(rows), self.max_batch_size):
+                chunk = rows[start : start + self.max_batch_size]
+                gens = self._generate([prompts[i] for i in chunk], sampling, shared)
+                for i, g in zip(chunk, gens):
+                    out[i] = g
+        return out  # type: ignore[return-value]
 
-    def _generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Generation]:
+    def _generate(
+        self, prompts: list[list[int]], sampling: SamplingConfig, shared: int = 0
+    ) -> list[Generation]:
         if not prompts:
             return []
         model, tok = self.model, self.tokenizer
         device = next(model.parameters()).device
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        if len(prompts) < 2:
+            shared = 0
+        shared = min(shared, *(len(p) - 1 for p in prompts))  # every row keeps a suffix token
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)
         for i, p in enumerate(prompts):
-            if p:
-                input_ids[i, width - len(p) :] = torch.tensor(p)
-                attention[i, width - len(p) :] = 1
+            if p:  # [shared prefix | padding | own suffix]: suffixes end-aligned
+                input_ids[i, :shared] = torch.tensor(p[:shared], dtype=torch.long)
+                attention[i, :shared] = 1
+                input_ids[i, width - len(p) + shared :] = torch.tensor(p[shared:])
+                attention[i, width - len(p) + shared :] = 1
+        extra: dict[str, Any] = {}
+        if shared > 0:
+            was_training = model.training
+            model.eval()
+            try:
+                prefill = model(input_ids=input_ids[:1, :shared].to(device), use_cache=True)
+            finally:
+                model.train(was_training)
+            cache = getattr(prefill, _cache_name(model))
+            cache.batch_repeat_interleave(len(prompts))
+            extra[_cache_name(model)] = cache
         greedy = sampling.temperature <= 0
         kwargs: dict[str, Any] = dict(
             input_ids=input_ids.to(device),
@@ -100,6 +142,7 @@ class HFEngine(RolloutEngine):
             output_logits=True,
             pad_token_id=pad,
             eos_token_id=sorted(self._end_ids()),
+            **extra,
         )
         if not greedy:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
@@ -143,3 +186,52 @@ class HFEngine(RolloutEngine):
                 )
             )
         return gens
+
+
+def _cache_name(model: nn.Module) -> str:
+    """The KV-cache keyword of this transformers version (``cache`` from 5.x on)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def prefix_clusters(prompts: list[list[int]], min_shared: int) -> list[tuple[list[int], int]]:
+    """Group prompt indices whose prompts share a long prefix: ``[(rows, shared_len), ...]``.
+
+    Prompts are sorted as token sequences, so prompts with long common prefixes become
+    neighbours; a run of neighbours forms a cluster while its common prefix stays at least
+    ``min_shared`` tokens and at least half of each member's length. Everything else is one
+    last cluster with ``shared_len = 0`` (plain left-padded batch). Every index appears once.
+    """
+    order = sorted(range(len(prompts)), key=lambda i: prompts[i])
+    clusters: list[tuple[list[int], int]] = []
+    loose: list[int] = []
+    run: list[int] = []
+    shared = 0
+
+    def close() -> None:
+        if len(run) > 1:
+            clusters.append((list(run), shared))
+        else:
+            loose.extend(run)
+
+    for i in order:
+        if run:
+            lcp = _common_prefix(prompts[run[0]], prompts[i], shared)
+            if lcp >= min_shared and 2 * lcp >= max(len(prompts[i]), len(prompts[run[0]])):
+                run.append(i)
+                shared = lcp
+                continue
+            close()
+        run, shared = [i], len(prompts[i])
+    close()
+    if loose:
+        clusters.append((sorted(loose), 0))
+    return clusters
+
+
+def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
+    n = min(len(a), len(b), limit)
+    for t in range(n):
+        if a[t] != b[t]:
+            return t
+    return n
