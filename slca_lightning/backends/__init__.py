@@ -1,6 +1,7 @@
 """Chat backends: the one interface the simulator, the judge and the verifiers talk to."""
 
 from slca_lightning.backends.base import CallableBackend, ChatBackend
+from slca_lightning.backends.openai import ChatBackendError, OpenAIBackend
 
 
 def __getattr__(name: str):
@@ -13,4 +14,10 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-__all__ = ["CallableBackend", "ChatBackend", "EngineChatBackend"]
+__all__ = [
+    "CallableBackend",
+    "ChatBackend",
+    "ChatBackendError",
+    "EngineChatBackend",
+    "OpenAIBackend",
+]

@@ -239,7 +239,11 @@ class SchemaGuidedSimulator(ToolSimulator):
             for key, value in dict(getattr(backend, "stats", {}) or {}).items():
                 if isinstance(value, (int, float)) and key not in out:
                     out[key] = value
-            backend = getattr(backend, "backend", None) or getattr(backend, "fallback", None)
+            backend = (
+                getattr(backend, "backend", None)
+                or getattr(backend, "chat", None)  # LLMBackend -> its ChatBackend
+                or getattr(backend, "fallback", None)
+            )
         return out
 
     def __call__(self, call: ToolCall, task: Task) -> ToolResult:
