@@ -4,9 +4,21 @@ They only read what the module logs and the batches it sees; the module never im
 """
 
 from callbacks.bfcl_eval import BFCLEval
+from callbacks.gradient_diagnostics import GradientDiagnostics
 from callbacks.heldout_table import HeldoutTable
+from callbacks.in_domain_eval import InDomainEval
 from callbacks.reward_curves import RewardCurves
 from callbacks.rollout_table import RolloutTable
 from callbacks.simulator_stats import SimulatorStats
+from callbacks.tau2_eval import Tau2Eval
 
-__all__ = ["BFCLEval", "HeldoutTable", "RewardCurves", "RolloutTable", "SimulatorStats"]
+__all__ = [
+    "BFCLEval",
+    "GradientDiagnostics",
+    "HeldoutTable",
+    "InDomainEval",
+    "RewardCurves",
+    "RolloutTable",
+    "SimulatorStats",
+    "Tau2Eval",
+]

@@ -290,5 +290,34 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Tau2Report]:
     return reports
 
 
+def _registered(ctx):
+    """``slca eval --evaluators tau2`` (options: :class:`Tau2Evaluator`'s, plus ``domains``,
+    a comma-separated list, default ``airline``)."""
+    from slca_lightning.eval.registry import EvalResult
+
+    options = dict(ctx.options)
+    domains = str(options.pop("domains", options.pop("domain", "airline"))).split(",")
+    metrics: dict[str, float] = {}
+    tables = []
+    for domain in [d.strip() for d in domains if d.strip()]:
+        try:
+            evaluator = Tau2Evaluator(domain=domain, **options)
+        except TypeError as err:
+            raise ValueError(f"tau2: bad options {sorted(options)}: {err}") from err
+        report = evaluator.evaluate(ctx.module)
+        metrics.update({f"{domain}/{k}": v for k, v in report.summary().items()})
+        tables.append(report.markdown())
+    return EvalResult(metrics, "\n\n".join(tables))
+
+
+def _register() -> None:
+    from slca_lightning.eval.registry import register_evaluator
+
+    register_evaluator("tau2", _registered, overwrite=True)
+
+
+_register()
+
+
 if __name__ == "__main__":
     main()

@@ -142,3 +142,17 @@ def test_shipped_component_config_instantiates():
     cb = parser.instantiate_classes(ns).cb
     assert isinstance(cb, Tau2Eval) and set(cb.evaluators) == {"airline", "retail"}
     assert len(cb.evaluators["retail"].tasks) == cfg["init_args"]["tasks_per_domain"]
+
+
+def test_slca_eval_registry_runs_tau2_by_name():
+    """``slca eval --evaluators tau2`` goes through the registry; the oracle agent stands in
+    for the module (the real evaluator, domain data and scoring run)."""
+    from types import SimpleNamespace
+
+    from slca_lightning.eval.registry import get_evaluator
+    from slca_lightning.eval.tau2_loop import OracleAgent
+
+    ctx = SimpleNamespace(module=OracleAgent(), options={"domains": "airline", "limit": 2})
+    result = get_evaluator("tau2")(ctx)
+    assert result.metrics["airline/pass1"] == 1.0 and result.metrics["airline/db_match"] == 1.0
+    assert "airline" in result.markdown

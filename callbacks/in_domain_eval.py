@@ -1,0 +1,168 @@
+"""InDomainEval: greedy episodes on the held-out tasks, logged, tabled and plotted."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from lightning.pytorch.callbacks import Callback
+
+from callbacks.reward_curves import plot_curves
+from slca_lightning.eval.in_domain import evaluate_in_domain, markdown_rows
+
+__all__ = ["InDomainEval"]
+
+
+class InDomainEval(Callback):
+    """METHOD §8's in-domain metrics of the policy on the data module's held-out tasks.
+
+    Each evaluation runs one greedy episode per held-out task (the first ``num_tasks``) with
+    the training caps and simulator (:func:`~slca_lightning.eval.in_domain.evaluate_in_domain`),
+    scores them with the module's reward head, and
+
+    - logs ``<prefix>/<metric>`` (``success@0.9``, ``name_f1``, ``arg_match``, ``process``,
+      ``tool_call_validity``, ``tool_calls_per_episode``, ``redundancy``,
+      ``tokens_per_episode``, …) to every logger at the current step;
+    - rewrites ``<log_dir>/<filename>``: a Markdown table with one row per evaluation so far;
+    - at the end of fit writes ``<log_dir>/<plot_filename>``: Success@0.9 per evaluation,
+      and the evaluated tool calls per episode beside the training rollouts'
+      ``rollout/tool_calls_per_episode``.
+
+    Every rank runs the same tasks (a sharded model needs every rank to generate); rank
+    zero writes the files.
+
+    Args:
+        every_n_steps: evaluate when ``global_step % every_n_steps == 0`` (None: never
+            during training).
+        num_tasks: held-out tasks per evaluation (None: all).
+        at_start: evaluate before the first step.
+        at_end: evaluate at the end of fit (not twice if the last step was just evaluated).
+        batch_size: episodes generated together.
+        prefix: logging prefix.
+        filename: the Markdown table.
+        plot_filename: the PNG (None: no plot).
+        verbose: print the table after each evaluation.
+
+    Attributes:
+        rows: ``[(label, step, metrics)]`` of every evaluation (kept in checkpoints).
+    """
+
+    def __init__(
+        self,
+        every_n_steps: int | None = None,
+        num_tasks: int | None = 32,
+        at_start: bool = True,
+        at_end: bool = True,
+        batch_size: int = 32,
+        prefix: str = "eval/in_domain",
+        filename: str = "in_domain.md",
+        plot_filename: str | None = "in_domain_curves.png",
+        verbose: bool = True,
+    ) -> None:
+        if every_n_steps is not None and every_n_steps < 1:
+            raise ValueError(f"InDomainEval.every_n_steps must be ≥ 1 or null, got {every_n_steps}")
+        if num_tasks is not None and num_tasks < 1:
+            raise ValueError(f"InDomainEval.num_tasks must be ≥ 1 or null, got {num_tasks}")
+        self.every_n_steps, self.num_tasks = every_n_steps, num_tasks
+        self.at_start, self.at_end = at_start, at_end
+        self.batch_size = batch_size
+        self.prefix, self.filename, self.plot_filename = prefix, filename, plot_filename
+        self.verbose = verbose
+        self.rows: list[tuple[str, int, dict[str, float]]] = []
+        self.rollout_calls: list[tuple[int, float]] = []
+        self.table_path: str | None = None
+        self.plot_path: str | None = None
+
+    # -- evaluation -----------------------------------------------------------------------
+    def evaluate(self, trainer, pl_module, label: str | None = None) -> dict[str, float]:
+        """Run one evaluation now; log it and rewrite the table. Returns the metrics."""
+        dm = trainer.datamodule
+        if dm is None or not hasattr(dm, "source"):
+            return {}
+        step = int(trainer.global_step)
+        result = evaluate_in_domain(
+            pl_module.policy,
+            pl_module.tokenizer,
+            pl_module.reward_head,
+            dm,
+            self.num_tasks,
+            self.batch_size,
+            sync_on_compute=False,
+        )
+        if not result.metrics:
+            return {}
+        name = f"step {step}" + (f" ({label})" if label else "")
+        self.rows.append((name, step, result.metrics))
+        logged = {f"{self.prefix}/{k}": v for k, v in result.metrics.items()}
+        for logger in trainer.loggers:
+            logger.log_metrics(logged, step=step)
+        if trainer.is_global_zero:
+            table = markdown_rows([(n, m) for n, _, m in self.rows])
+            folder = _log_dir(trainer)
+            os.makedirs(folder, exist_ok=True)
+            self.table_path = os.path.join(folder, self.filename)
+            with open(self.table_path, "w") as f:
+                f.write(
+                    f"# In-domain evaluation ({len(result.episodes)} held-out tasks, greedy)\n\n"
+                )
+                f.write(table + "\n")
+            if self.verbose:
+                print(f"\nin-domain ({len(result.episodes)} held-out tasks, greedy):\n{table}\n")
+        return result.metrics
+
+    def _evaluated_at(self, step: int) -> bool:
+        return bool(self.rows) and self.rows[-1][1] == step
+
+    # -- hooks ----------------------------------------------------------------------------
+    def on_train_start(self, trainer, pl_module) -> None:
+        dm = trainer.datamodule
+        if dm is not None and getattr(dm, "loop", None) is None and hasattr(dm, "connect"):
+            dm.connect(pl_module.policy, pl_module.tokenizer)
+        if self.at_start and not self._evaluated_at(int(trainer.global_step)):
+            self.evaluate(trainer, pl_module, "start")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = int(trainer.global_step)
+        calls = trainer.callback_metrics.get("rollout/tool_calls_per_episode")
+        if calls is not None and calls.numel() == 1:
+            self.rollout_calls.append((step, float(calls)))
+        due = self.every_n_steps and step % self.every_n_steps == 0
+        if due and not self._evaluated_at(step):
+            self.evaluate(trainer, pl_module)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if self.at_end and not self._evaluated_at(int(trainer.global_step)):
+            self.evaluate(trainer, pl_module, "end")
+        if self.plot_filename and self.rows and trainer.is_global_zero:
+            self.plot_path = os.path.join(_log_dir(trainer), self.plot_filename)
+            plot_curves(self.curves(), self.plot_path, self.panels(), title="In-domain evaluation")
+
+    # -- plot -----------------------------------------------------------------------------
+    def panels(self) -> list[list[str]]:
+        """Panel 1: Success@0.9; panel 2: evaluated vs training-rollout calls per episode."""
+        return [
+            [f"{self.prefix}/success@0.9"],
+            [f"{self.prefix}/tool_calls_per_episode", "rollout/tool_calls_per_episode"],
+        ]
+
+    def curves(self) -> dict[str, list[tuple[int, float]]]:
+        """The plotted series, ``{name: [(step, value)]}``."""
+        out: dict[str, list[tuple[int, float]]] = {}
+        for key in ("success@0.9", "tool_calls_per_episode"):
+            series = [(s, m[key]) for _, s, m in self.rows if key in m]
+            if series:
+                out[f"{self.prefix}/{key}"] = series
+        if self.rollout_calls:
+            out["rollout/tool_calls_per_episode"] = list(self.rollout_calls)
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rows": [list(r) for r in self.rows], "rollout_calls": list(self.rollout_calls)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.rows = [(str(n), int(s), dict(m)) for n, s, m in state_dict.get("rows", [])]
+        self.rollout_calls = [(int(s), float(v)) for s, v in state_dict.get("rollout_calls", [])]
+
+
+def _log_dir(trainer) -> str:
+    return str(trainer.log_dir or trainer.default_root_dir)

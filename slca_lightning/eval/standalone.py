@@ -1,0 +1,183 @@
+"""``slca eval``: run evaluators on a checkpoint or a model, outside training.
+
+::
+
+    slca eval --checkpoint runs/quickstart/logs/version_0/checkpoints/last.ckpt \\
+        --evaluators in_domain,bfcl --arg bfcl.categories=simple --arg bfcl.limit=5 --out eval/
+    slca eval --model tiny-sft --config configs/quickstart.yaml --evaluators in_domain
+
+(also ``python -m slca_lightning.eval``). The model comes from ``--checkpoint`` (a ``slca
+fit`` checkpoint: the module is rebuilt from its saved hyper-parameters, reward head
+included, then its weights are loaded) or ``--model`` (``tiny``, ``tiny-sft`` or a local HF
+folder). The tasks, agent-loop caps and simulator come from the ``data:`` section of
+``--config`` (default: the ``config.yaml`` that ``slca fit`` saved beside the checkpoint,
+one or two folders up; else the built-in synthetic suite); with ``--model`` the config's
+``model:`` section (reward head, ...) is used too. Every evaluator writes ``<out>/<name>.md``;
+``<out>/summary.json`` holds every scalar (NaN as null). Evaluators are looked up by name in
+:mod:`slca_lightning.eval.registry`; options reach them as ``--arg <name>.<key>=<value>``
+(the value read as YAML).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from slca_lightning.eval.registry import EvalContext, available_evaluators, get_evaluator
+
+__all__ = ["build_parser", "find_run_config", "load_module", "main"]
+
+log = logging.getLogger(__name__)
+
+
+def find_run_config(checkpoint: str) -> str | None:
+    """The ``config.yaml`` ``slca fit`` saved for ``checkpoint`` (its folder or up to two
+    folders up), or None."""
+    folder = os.path.dirname(os.path.abspath(checkpoint))
+    for _ in range(3):
+        path = os.path.join(folder, "config.yaml")
+        if os.path.isfile(path):
+            return path
+        folder = os.path.dirname(folder)
+    return None
+
+
+def _instantiate(
+    config: str | None, sections: Sequence[str], overrides: dict[str, dict] | None = None
+) -> dict[str, Any]:
+    """Build the ``sections`` (``data``, ``model``) of a ``slca fit`` config (None: the
+    defaults), with ``overrides`` (section → init arguments) on top."""
+    from jsonargparse import ArgumentParser
+
+    from slca_lightning.module import SLCAGRPOModule
+    from slca_lightning.rollout.datamodule import RolloutDataModule
+
+    raw: dict[str, Any] = {}
+    if config is not None:
+        with open(config) as f:
+            raw = yaml.safe_load(f) or {}
+        if not isinstance(raw, dict):
+            raise ValueError(f"{config}: expected a mapping at the top level")
+    classes = {"data": RolloutDataModule, "model": SLCAGRPOModule}
+    parser = ArgumentParser(exit_on_error=False)
+    for name in sections:
+        parser.add_class_arguments(classes[name], name, fail_untyped=False)
+    try:
+        given = {k: dict(raw.get(k) or {}) for k in sections}
+        for k, extra in (overrides or {}).items():
+            given[k].update(extra)
+        cfg = parser.parse_object(given)
+        build = getattr(parser, "instantiate", None) or parser.instantiate_classes  # < 4.49
+        init = build(cfg)
+        return {k: init[k] for k in sections}
+    except Exception as err:
+        raise ValueError(
+            f"{config or 'defaults'}: bad {'/'.join(sections)} section: {err}"
+        ) from err
+
+
+def load_module(checkpoint: str | None, model: str | None, config: str | None) -> Any:
+    """The configured module: rebuilt from ``checkpoint`` with its weights, or built for
+    ``model`` (with ``config``'s ``model:`` section when given)."""
+    import torch
+
+    from slca_lightning.module import SLCAGRPOModule
+
+    if (checkpoint is None) == (model is None):
+        raise ValueError("give exactly one of --checkpoint and --model")
+    if checkpoint is not None:
+        if not os.path.isfile(checkpoint):
+            raise FileNotFoundError(f"checkpoint {checkpoint!r} does not exist")
+        # hyper-parameters (components included) rebuild the module; the policy only
+        # exists after configure_model, so the weights are loaded afterwards
+        module = SLCAGRPOModule.load_from_checkpoint(checkpoint, map_location="cpu", strict=False)
+        module.configure_model()
+        state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+        module.load_state_dict(state)
+    else:
+        module = _instantiate(config, ["model"], {"model": {"model": model}})["model"]
+        module.configure_model()
+    module.policy.eval()
+    return module
+
+
+def _parse_args(pairs: Sequence[str], evaluators: Sequence[str]) -> dict[str, dict[str, Any]]:
+    options: dict[str, dict[str, Any]] = {name: {} for name in evaluators}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        name, dot, option = key.partition(".")
+        if not sep or not dot or not option:
+            raise ValueError(f"--arg {pair!r}: expected <evaluator>.<option>=<value>")
+        if name not in options:
+            raise ValueError(f"--arg {pair!r}: {name!r} is not among --evaluators {evaluators}")
+        options[name][option] = yaml.safe_load(value)
+    return options
+
+
+def _clean(value: float) -> float | None:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="slca eval",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", help="a `slca fit` checkpoint (.ckpt)")
+    src.add_argument("--model", help="tiny | tiny-sft | a local HF folder")
+    p.add_argument("--config", help="a `slca fit` YAML (data: and, with --model, model:)")
+    p.add_argument("--evaluators", default="in_domain", help="comma-separated names")
+    p.add_argument("--num-tasks", type=int, default=None, help="in_domain held-out tasks")
+    p.add_argument("--arg", action="append", default=[], help="<evaluator>.<option>=<value>")
+    p.add_argument("--out", default="eval", help="folder for the tables and summary.json")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the evaluators; write the tables and ``summary.json``; return the summary."""
+    args = build_parser().parse_args(argv)
+    names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
+    if not names:
+        raise SystemExit(f"--evaluators: no name given (known: {available_evaluators()})")
+    evaluators = {n: get_evaluator(n) for n in names}  # unknown names fail before loading
+    options = _parse_args(args.arg, names)
+    if args.num_tasks is not None and "in_domain" in options:
+        options["in_domain"].setdefault("num_tasks", args.num_tasks)
+    config = args.config
+    if config is None and args.checkpoint is not None:
+        config = find_run_config(args.checkpoint)
+        if config is None:
+            log.warning("no config.yaml beside %s: using the default data module", args.checkpoint)
+    module = load_module(args.checkpoint, args.model, config)
+    datamodule = _instantiate(config, ["data"])["data"]
+    datamodule.connect(module.policy, module.tokenizer)
+    os.makedirs(args.out, exist_ok=True)
+    source = args.checkpoint or args.model
+    summary: dict[str, Any] = {"source": source, "config": config, "metrics": {}, "seconds": {}}
+    for name, fn in evaluators.items():
+        t0 = time.perf_counter()
+        result = fn(EvalContext(module, datamodule, options[name], args.out))
+        summary["seconds"][name] = round(time.perf_counter() - t0, 3)
+        summary["metrics"][name] = {k: _clean(float(v)) for k, v in result.metrics.items()}
+        path = os.path.join(args.out, f"{name}.md")
+        with open(path, "w") as f:
+            f.write(f"# {name} ({source})\n\n{result.markdown}\n")
+        print(f"\n{name}:\n{result.markdown}")
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    return summary
+
+
+def script() -> None:
+    """Console entry (``python -m slca_lightning.eval``); returns None so the exit status is 0."""
+    main()

@@ -1,0 +1,153 @@
+"""InDomainEval and GradientDiagnostics inside a 2-step CPU fit of the tiny model, then
+``slca eval`` standalone on the checkpoint it saved.
+
+Real parts: LightningCLI, Trainer with CSVLogger and ModelCheckpoint, HFEngine greedy
+episodes, the agent loop, the schema-guided simulator over the synthetic suite's Python
+tools, HierR (in the standalone run), BFCL's own data and checker, matplotlib. Boundary:
+the training reward head is TokenParityReward (see tests/integration/test_fit.py: the random
+tiny model earns identical HierR rewards within a group, which would zero every gradient).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from callbacks import GradientDiagnostics, InDomainEval
+from slca_lightning.cli import main
+from slca_lightning.eval import standalone
+from slca_lightning.testing.rewards import TokenParityReward
+
+ARGS = [
+    "--model.model=tiny",
+    "--model.learning_rate=1e-2",
+    "--model.micro_batch_size=4",
+    "--data.prompts_per_step=2",
+    "--data.group_size=3",
+    "--data.max_turns=2",
+    "--data.max_new_tokens=12",
+    "--data.max_response_tokens=64",
+    "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+    "--data.tasks.init_args.n_train=16",
+    "--data.tasks.init_args.n_heldout=3",
+    "--data.tasks.init_args.families=[math]",
+    "--trainer.accelerator=cpu",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
+    "--trainer.log_every_n_steps=1",
+    "--trainer.max_steps=2",
+    "--trainer.logger=lightning.pytorch.loggers.CSVLogger",
+    "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
+    "--trainer.callbacks.every_n_train_steps=2",
+]
+
+
+def metrics_rows(folder: Path) -> list[dict[str, str]]:
+    (path,) = folder.rglob("metrics.csv")
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fit")
+    cli = main(
+        [
+            *ARGS,
+            f"--trainer.default_root_dir={root}",
+            f"--trainer.logger.init_args.save_dir={root}",
+        ],
+        run=False,
+    )
+    cli.model.reward_head = TokenParityReward()
+    evaluator = InDomainEval(every_n_steps=2, num_tasks=2, verbose=False)
+    grads = GradientDiagnostics(every_n_steps=2, micro_batch_size=2)
+    cli.trainer.callbacks += [evaluator, grads]
+    cli.trainer.fit(cli.model, cli.datamodule)
+    return root, cli, evaluator, grads
+
+
+def test_in_domain_eval_logs_tables_and_plots(fitted):
+    root, cli, evaluator, _ = fitted
+    # every 2 steps, at the start, and not again at the end of fit (step 2 was just done)
+    assert [(label, step) for label, step, _ in evaluator.rows] == [
+        ("step 0 (start)", 0),
+        ("step 2", 2),
+    ]
+    table = Path(evaluator.table_path).read_text()
+    assert Path(evaluator.table_path).parent == Path(cli.trainer.log_dir)
+    assert table.count("| step ") == 2 and "success@0.9" in table and "redundancy" in table
+    png = Path(evaluator.plot_path).read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [s for s, _ in evaluator.curves()["rollout/tool_calls_per_episode"]] == [1, 2]
+    rows = metrics_rows(root)
+    logged = [r for r in rows if r.get("eval/in_domain/tokens_per_episode")]
+    assert sorted(int(r["step"]) for r in logged) == [0, 2]
+    for r in logged:
+        assert float(r["eval/in_domain/tokens_per_episode"]) > 0
+        assert 0.0 <= float(r["eval/in_domain/success@0.9"]) <= 1.0
+
+
+def test_gradient_diagnostics_logged_during_fit(fitted):
+    root, _, _, grads = fitted
+    assert [step for step, _ in grads.history] == [2]
+    for _, values in grads.history:
+        assert values["grad/summary_norm"] > 0  # TokenParityReward varies in every group
+        assert values["grad/tool_norm"] >= 0
+    rows = metrics_rows(root)
+    assert [int(r["step"]) for r in rows if r.get("grad/summary_norm")] == [2]
+
+
+def test_slca_eval_on_the_saved_checkpoint(fitted, tmp_path):
+    root, _, evaluator, _ = fitted
+    (ckpt,) = root.rglob("*.ckpt")
+    out = tmp_path / "eval"
+    summary = standalone.main(
+        [
+            "--checkpoint",
+            str(ckpt),
+            "--evaluators",
+            "in_domain,bfcl",
+            "--num-tasks",
+            "2",
+            "--arg",
+            "bfcl.categories=simple_python",
+            "--arg",
+            "bfcl.limit=2",
+            "--arg",
+            "bfcl.max_new_tokens=8",
+            "--out",
+            str(out),
+        ]
+    )
+    assert summary["config"] and Path(summary["config"]).name == "config.yaml"
+    saved = json.loads((out / "summary.json").read_text())
+    assert saved["metrics"]["in_domain"] == summary["metrics"]["in_domain"]
+    assert "| evaluation |" in (out / "in_domain.md").read_text()
+    assert "simple_python" in (out / "bfcl.md").read_text()
+    assert 0.0 <= saved["metrics"]["bfcl"]["simple_python"] <= 1.0
+    # Same weights, same greedy episodes as the end-of-fit evaluation: every metric that
+    # does not depend on the reward head matches (the checkpoint's head is HierR, the fit's
+    # was TokenParityReward).
+    at_end = evaluator.rows[-1][2]
+    for key in ("tokens_per_episode", "assistant_turns_per_episode", "process", "name_f1"):
+        assert saved["metrics"]["in_domain"][key] == pytest.approx(at_end[key]), key
+
+
+def test_slca_eval_help_exits_zero(capsys):
+    out = subprocess.run(
+        [sys.executable, "-m", "slca_lightning.cli", "eval", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "--checkpoint" in out.stdout and "--evaluators" in out.stdout
+    with pytest.raises(SystemExit) as exit_info:  # python -m slca_lightning.eval: same parser
+        standalone.main(["--help"])
+    assert exit_info.value.code == 0 and "slca eval" in capsys.readouterr().out
