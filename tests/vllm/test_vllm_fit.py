@@ -41,18 +41,20 @@ ARGS = [
     "--trainer.enable_model_summary=false",
     "--trainer.enable_checkpointing=false",
     "--trainer.log_every_n_steps=1",
-    "--trainer.max_steps=3",
+    "--trainer.max_steps=2",
+    "--trainer.logger=lightning.pytorch.loggers.CSVLogger",
 ]
 
 
-def test_three_step_fit_with_vllm_rollouts_syncs_weights_every_step(tmp_path, vllm_module):
-    cli = main([*ARGS, f"--trainer.default_root_dir={tmp_path}"], run=False)
+def test_two_step_fit_with_vllm_rollouts_syncs_weights_every_step(tmp_path, vllm_module):
+    log_dir = f"--trainer.logger.init_args.save_dir={tmp_path}"
+    cli = main([*ARGS, log_dir, f"--trainer.default_root_dir={tmp_path}"], run=False)
     cli.model.reward_head = TokenParityReward()
     engine = cli.datamodule.engine
     assert type(engine).__name__ == "VLLMEngine"
     cli.trainer.fit(cli.model, cli.datamodule)
-    assert cli.trainer.global_step == 3
-    assert engine.synced_version == 2  # synced before the rollouts of steps 2 and 3
+    assert cli.trainer.global_step == 2
+    assert engine.synced_version == 1  # synced before the rollout of step 2
     with open(next(tmp_path.rglob("metrics.csv"))) as fh:
         rows = list(csv.DictReader(fh))
     mismatch = [
@@ -60,9 +62,9 @@ def test_three_step_fit_with_vllm_rollouts_syncs_weights_every_step(tmp_path, vl
     ]
     syncs = [float(r["time/weight_sync"]) for r in rows if r.get("time/weight_sync")]
     tis = [float(r["rollout/tis_weight_mean"]) for r in rows if r.get("rollout/tis_weight_mean")]
-    assert len(mismatch) == 3 and max(mismatch) < 1e-4  # fp32 on CPU: engine ≈ trainer
-    assert len(syncs) == 3 and syncs[0] == 0.0 and min(syncs[1:]) > 0.0
-    assert len(tis) == 3 and all(abs(w - 1.0) < 1e-3 for w in tis)
+    assert len(mismatch) == 2 and max(mismatch) < 1e-4  # fp32 on CPU: engine ≈ trainer
+    assert len(syncs) == 2 and syncs[0] == 0.0 and min(syncs[1:]) > 0.0
+    assert len(tis) == 2 and all(abs(w - 1.0) < 1e-3 for w in tis)
     # the engine now serves the latest weights: greedy agrees with the policy itself
     engine.policy_version = cli.trainer.global_step
     engine.before_rollout()
