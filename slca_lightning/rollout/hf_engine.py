@@ -3,8 +3,8 @@
 Generation runs ``model.generate`` on left-padded prompts under ``no_grad`` with the model
 in eval mode (restored afterwards), then cuts every row at its first EOS / pad token or at
 the completion of a stop string. Prompts that share a long prefix (the G rollouts of a task
-share their whole prompt, and keep it as a prefix in later turns) are generated together
-from one prefilled KV cache of that prefix, repeated over the rows: the rows are laid out
+share their whole prompt, and keep it as a prefix in later turns) can be generated together
+(``share_prefix=True``) from one prefilled KV cache of that prefix, repeated over the rows: the rows are laid out
 ``[prefix | padding | own suffix]`` and positions follow the attention mask, so the samples'
 distribution is unchanged while the prompt is prefilled once per cluster instead of once
 per row. Log-probs are recomputed from the returned logits as
@@ -32,6 +32,11 @@ class HFEngine(RolloutEngine):
         tokenizer: its tokenizer (pad/eos ids, stop-string detection).
         max_batch_size: rows per ``generate`` call.
         share_prefix: prefill a prefix shared by several prompts once (see module docstring).
+            Off by default: each cluster is its own ``generate`` call, and on the tiny CPU
+            model the extra decode loops cost more than the saved prefill (0.75x the tokens/s
+            of one plain batch for 16 rows of 1000-token prompts, G = 4;
+            ``benchmarks/run_all.py``); worth trying where prefill dominates (long prompts,
+            large models).
         min_shared_prefix: the shortest shared prefix (tokens) worth a cluster of its own.
     """
 
@@ -40,7 +45,7 @@ class HFEngine(RolloutEngine):
         model: nn.Module | None = None,
         tokenizer: Any = None,
         max_batch_size: int = 64,
-        share_prefix: bool = True,
+        share_prefix: bool = False,
         min_shared_prefix: int = 64,
     ):
         self.model = model

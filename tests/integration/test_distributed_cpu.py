@@ -112,7 +112,10 @@ def run_worker(tmp_path: Path, mode: str, ranks: int) -> list[dict]:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    # In-process fits of earlier tests may leave Lightning's launcher variables behind.
+    leaked = ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "NODE_RANK")
+    env = {k: v for k, v in os.environ.items() if k not in leaked and not k.startswith("PL_")}
+    env.update(PYTHONPATH=str(root), OMP_NUM_THREADS="1")
     out = tmp_path / mode
     proc = subprocess.run(
         [sys.executable, str(script), mode, str(out)],

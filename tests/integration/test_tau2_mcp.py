@@ -19,6 +19,7 @@ from slca_lightning.types import ToolCall
 
 def _mcp_replay(actions, state_dir, state_key):
     from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
 
     params = StdioServerParameters(
         command=sys.executable,
@@ -27,15 +28,20 @@ def _mcp_replay(actions, state_dir, state_key):
     )
 
     async def go():
-        async with Client(params, mode="legacy", read_timeout_seconds=30) as client:
-            listed = await client.list_tools()
-            contents = []
-            for act in actions:
-                res = await client.call_tool(
-                    act["name"], {**act["arguments"], "state_key": state_key}
-                )
-                contents.append(res.structured_content["tau2_tool_message"]["content"])
-            return [t.name for t in listed.tools], contents
+        # An explicit errlog: the SDK's default is the sys.stderr of its import time, which
+        # under pytest may be a capture object without a file descriptor.
+        with open(state_dir / "server.stderr", "w") as errlog:
+            async with Client(
+                stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=30
+            ) as client:
+                listed = await client.list_tools()
+                contents = []
+                for act in actions:
+                    res = await client.call_tool(
+                        act["name"], {**act["arguments"], "state_key": state_key}
+                    )
+                    contents.append(res.structured_content["tau2_tool_message"]["content"])
+                return [t.name for t in listed.tools], contents
 
     return asyncio.run(asyncio.wait_for(go(), timeout=60))
 

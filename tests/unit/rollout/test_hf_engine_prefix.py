@@ -49,7 +49,7 @@ def test_greedy_generation_is_the_same_with_and_without_the_shared_prefix(policy
 def test_seeded_sampling_with_the_shared_prefix_is_reproducible(policy):
     model, tok = policy
     sampling = SamplingConfig(temperature=1.0, max_new_tokens=10, seed=3)
-    first = HFEngine(model, tok).generate(_prompts(), sampling)
-    again = HFEngine(model, tok).generate(_prompts(), sampling)
+    first = HFEngine(model, tok, share_prefix=True).generate(_prompts(), sampling)
+    again = HFEngine(model, tok, share_prefix=True).generate(_prompts(), sampling)
     assert [g.token_ids for g in first] == [g.token_ids for g in again]
     assert all(len(g.token_ids) == len(g.logprobs) for g in first)
