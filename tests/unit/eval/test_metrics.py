@@ -214,7 +214,6 @@ def test_nothing_to_measure_is_nan_and_bad_totals_fail():
         EpisodeMetrics(scale=0.0)
 
 
-
 def test_tool_accuracy_counts_only_exactly_right_episodes():
     """A: the gold call plus repeats (exact: extras are not penalised, redundancy measures
     them); B: no valid call; C: a correct abstention (exact); D: the gold call. 3 of 4."""

@@ -15,7 +15,7 @@ from slca_lightning.rollout.hf_engine import HFEngine, prefix_clusters
 
 def test_prefix_clusters_on_literal_prompts():
     p, q = list(range(100, 200)), list(range(300, 400))
-    prompts = [p + [1], q + [2, 3], [7, 8, 9], p + [4, 5], q, p]
+    prompts = [[*p, 1], [*q, 2, 3], [7, 8, 9], [*p, 4, 5], q, p]
     clusters = prefix_clusters(prompts, min_shared=64)
     assert sorted(clusters) == sorted([([5, 0, 3], 100), ([4, 1], 100), ([2], 0)])
     assert prefix_clusters(prompts, min_shared=101)[-1] == ([0, 1, 2, 3, 4, 5], 0)
@@ -33,7 +33,7 @@ def _prompts():
     prompts = [
         h + torch.randint(3, 500, (r * 5,), generator=gen).tolist() for h in heads for r in range(3)
     ]
-    return prompts + [torch.randint(3, 500, (40,), generator=gen).tolist()]
+    return [*prompts, torch.randint(3, 500, (40,), generator=gen).tolist()]
 
 
 def test_greedy_generation_is_the_same_with_and_without_the_shared_prefix(policy):
