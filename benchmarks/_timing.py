@@ -1,0 +1,52 @@
+"""Alternated timing and paired ratios for benchmarks on a shared, noisy machine.
+
+Other jobs share the CPU, so absolute seconds drift by 2× within minutes. Two systems are
+therefore run in one process, alternated (order swapped every round, A B, B A, A B, ...,
+so neither always runs right after the other), and compared by the median over rounds of
+the paired ratio (round ``i`` of B over round ``i`` of A): drift that is slow compared
+with one round cancels in each pair.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def alternate(
+    systems: dict[str, Callable[[], float | None]], rounds: int, warmup: int = 1
+) -> dict[str, list[float]]:
+    """Run every system once per round, alternating their order; return seconds per call.
+
+    Each callable runs one measured unit of work. It may return its own measured seconds
+    (to leave set-up out of the timing); when it returns None, its wall time is used.
+    ``warmup`` rounds run first and are not recorded (allocator, kernel and cache set-up).
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be ≥ 1, got {rounds}")
+    names = list(systems)
+    out: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(warmup + rounds):
+        order = names if r % 2 == 0 else names[::-1]
+        for name in order:
+            t0 = time.perf_counter()
+            got = systems[name]()
+            seconds = time.perf_counter() - t0 if got is None else float(got)
+            if r >= warmup:
+                out[name].append(seconds)
+    return out
+
+
+def paired_ratio(numerator: list[float], denominator: list[float]) -> float:
+    """Median over rounds of ``numerator[i] / denominator[i]`` (same-round pairs)."""
+    if len(numerator) != len(denominator) or not numerator:
+        raise ValueError(
+            f"need equal, non-empty lists of rounds, got {len(numerator)} and {len(denominator)}"
+        )
+    return statistics.median(n / d for n, d in zip(numerator, denominator))
+
+
+def spread(values: list[float]) -> tuple[float, float]:
+    """``(min, max)`` of ``values``: shown next to a median so its noise is visible."""
+    return min(values), max(values)

@@ -1,0 +1,86 @@
+"""Smoke test of ``benchmarks/run_all.py --quick`` and unit tests of its timing helpers.
+
+The smoke test runs the real command in a subprocess with tiny shapes: an in-process
+``slca fit`` (random ``tiny`` model, real HFEngine, agent loop, reward head, segmenter,
+router), the slca update next to a real TRL 1.16.0 ``GRPOTrainer`` (its ``_prepare_inputs``
+replaced by the identity, so nothing is generated), HFEngine next to a bare
+``model.generate``, and the log-prob memory children. Its figures mean nothing at these
+sizes; what it checks is that every row is produced, parses, and that the slca and TRL
+updates computed the same gradient on the same batch and weights.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _timing import alternate, paired_ratio  # noqa: E402
+
+
+def test_alternate_swaps_order_every_round_and_skips_warmup():
+    calls = []
+    systems = {"a": lambda: calls.append("a") or 2.0, "b": lambda: calls.append("b") or 1.0}
+    secs = alternate(systems, rounds=3, warmup=1)
+    assert calls == ["a", "b", "b", "a", "a", "b", "b", "a"]
+    assert secs == {"a": [2.0, 2.0, 2.0], "b": [1.0, 1.0, 1.0]}
+
+
+def test_paired_ratio_is_the_median_of_same_round_ratios():
+    # round 2 is slow for both (machine busy): pairing cancels it, a ratio of medians would not
+    assert paired_ratio([2.0, 8.0, 2.2], [1.0, 4.0, 1.0]) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="equal, non-empty"):
+        paired_ratio([1.0], [1.0, 2.0])
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def test_run_all_quick_writes_every_row(tmp_path):
+    out = tmp_path / "RESULTS.md"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=170,
+        check=False,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    text = out.read_text()
+    assert "Command: `python benchmarks/run_all.py --quick --out" in text
+    rows = [_cells(line) for line in text.splitlines() if re.match(r"\| \d \|", line)]
+    by_item: dict[str, list[list[str]]] = {}
+    for r in rows:
+        assert len(r) == 7, r
+        by_item.setdefault(r[0], []).append(r)
+    assert sorted(by_item) == ["1", "2", "3", "4", "5", "6"]
+
+    phases = by_item["1"]
+    assert len(phases) == 7
+    fractions = [float(r[3].rstrip(" %")) for r in phases]
+    assert all(0.0 <= f <= 100.0 for f in fractions)
+    rollout, generate, tools, reward, old, ref, update = fractions
+    assert generate + tools <= rollout + 0.1  # both are parts of the rollout
+    assert 99.0 <= rollout + reward + old + ref + update <= 101.0  # the step is their sum
+
+    assert len(by_item["2"]) == 2
+    for r in by_item["2"]:
+        assert float(r[5].rstrip("×")) > 0
+    diff = float(re.search(r"grad-norm rel. diff ([0-9.e+-]+)", by_item["2"][0][2]).group(1))
+    assert diff < 1e-4, "slca and TRL updates did not compute the same gradient"
+
+    assert 0.0 < float(by_item["3"][0][3].rstrip(" %")) < 100.0
+    assert all(float(r[5].rstrip("×")) > 0 for r in by_item["4"])
+    gen = by_item["5"]
+    assert [("shared" in r[1]) for r in gen] == [False, True]
+    assert all(float(r[5].rstrip("×")) > 0 for r in gen)
+    assert by_item["6"][0][3] == "not measured"
+    assert proc.stdout.strip().endswith(text.strip().splitlines()[-1])
