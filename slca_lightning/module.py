@@ -35,7 +35,12 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
-from slca_lightning.advantages import AdvantageRouter, SLCARouter, advantage_contamination
+from slca_lightning.advantages import (
+    AdvantageRouter,
+    SLCARouter,
+    advantage_contamination,
+    summary_leakage,
+)
 from slca_lightning.losses import logprob_mismatch, policy_loss, truncated_is_weight
 from slca_lightning.policy import (
     LoraSettings,
@@ -306,6 +311,18 @@ class SLCAGRPOModule(L.LightningModule):
             )
             if not math.isnan(c):
                 metrics["adv/contamination"] = c
+            leak = summary_leakage(
+                self.router,
+                rewards,
+                segments,
+                batch.group_ids.cpu(),
+                routed.token_advantages,
+                lambda_summary=float(getattr(self.reward_head, "lambda_summary", 1.0)),
+                exclude=rewards.flags.get("omitted"),
+                generator=torch.Generator().manual_seed(hp.seed * 7_919 + step),
+            )
+            if not math.isnan(leak):
+                metrics["adv/summary_leakage"] = leak
 
         loss_mask = batch.assistant_mask.clone()
         if hp.mask_truncated and batch.truncated is not None:

@@ -1,7 +1,7 @@
 """Advantage estimators ("routers"): channel rewards → per-token advantages."""
 
-from slca_lightning.advantages.base import AdvantageRouter
-from slca_lightning.advantages.diagnostics import advantage_contamination
+from slca_lightning.advantages.base import AdvantageRouter, RoutedAdvantages
+from slca_lightning.advantages.diagnostics import advantage_contamination, summary_leakage
 from slca_lightning.advantages.group_norm import check_scores, group_normalize
 from slca_lightning.advantages.presets import (
     GRPORouter,
@@ -10,7 +10,7 @@ from slca_lightning.advantages.presets import (
     SLCARouter,
     ToolPORouter,
 )
-from slca_lightning.advantages.routing import ChannelRouter, RoutedAdvantages, Term
+from slca_lightning.advantages.routing import ChannelRouter, Term
 
 __all__ = [
     "AdvantageRouter",
@@ -25,4 +25,5 @@ __all__ = [
     "advantage_contamination",
     "check_scores",
     "group_normalize",
+    "summary_leakage",
 ]

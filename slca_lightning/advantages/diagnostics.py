@@ -35,3 +35,71 @@ def advantage_contamination(
     if float(denom) < 1e-12:
         return float("nan")
     return float((r * a).sum() / denom)
+
+
+def summary_leakage(
+    router,
+    rewards,
+    segments,
+    group_ids: torch.Tensor,
+    token_advantages: torch.Tensor,
+    lambda_summary: float = 1.0,
+    exclude: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> float:
+    """How much of the tool-token credit moves when the summary reward is reshuffled.
+
+    A counterfactual, unlike the correlation of :func:`advantage_contamination` (which is
+    also non-zero when tool and summary quality are genuinely correlated): the ``summary``
+    channel is permuted at random inside each group (rows of ``exclude``, e.g. omitted ones,
+    keep theirs), ``total`` moves by ``lambda_summary`` times the change, the tool channel
+    stays, and the router runs again. The result is
+
+        ‖A'_tool − A_tool‖₂ / ‖A_tool‖₂   over the tool-segment tokens,
+
+    0 for an estimator whose tool tokens never read the summary reward (SLCA, RLTR),
+    positive for GRPO, ToolPO and MT-GRPO.
+
+    Args:
+        router: the :class:`~slca_lightning.advantages.base.AdvantageRouter` that produced
+            ``token_advantages``.
+        rewards, segments, group_ids: its inputs.
+        token_advantages: ``FloatTensor[B, T]``, its output.
+        lambda_summary: weight of the summary channel in ``total`` (HierR's ``λ_r``).
+        exclude: ``BoolTensor[B]`` rows whose summary is not a judged reward (kept as is).
+        generator: seeds the permutations.
+
+    Returns:
+        The ratio, or NaN when there is no tool token with a non-zero advantage or no
+        ``summary`` channel.
+    """
+    if "summary" not in rewards.channels or "tool" not in segments.masks:
+        return float("nan")
+    tool_mask = segments.masks["tool"].to(token_advantages.device)
+    base = token_advantages[tool_mask]
+    norm = float(base.norm())
+    if base.numel() == 0 or norm == 0.0:
+        return float("nan")
+    summary = rewards.channels["summary"].detach().cpu().clone()
+    keep = torch.zeros_like(summary, dtype=torch.bool) if exclude is None else exclude.cpu()
+    gids = group_ids.cpu()
+    shuffled = summary.clone()
+    for g in torch.unique(gids):
+        rows = torch.nonzero((gids == g) & ~keep).flatten()
+        if len(rows) > 1:
+            perm = torch.randperm(len(rows), generator=generator)
+            shuffled[rows] = summary[rows[perm]]
+    channels = dict(rewards.channels)
+    device = rewards.channels["summary"].device
+    channels["summary"] = shuffled.to(device)
+    if "total" in channels:
+        channels["total"] = channels["total"] + lambda_summary * (shuffled - summary).to(device)
+    counterfactual = type(rewards)(
+        channels=channels, components=rewards.components, flags=rewards.flags
+    )
+    saved = getattr(router, "last_stats", None)
+    moved = router.route(counterfactual, segments, group_ids).token_advantages
+    if saved is not None:
+        router.last_stats = saved  # the counterfactual's statistics are not the step's
+    delta = moved.to(token_advantages.device)[tool_mask] - base
+    return float(delta.norm()) / norm

@@ -20,7 +20,7 @@ from typing import Literal
 
 import torch
 
-from slca_lightning.advantages.base import AdvantageRouter
+from slca_lightning.advantages.base import AdvantageRouter, RoutedAdvantages
 from slca_lightning.advantages.group_norm import check_scores, group_normalize
 from slca_lightning.types import RewardOutput, Segments
 
@@ -32,15 +32,6 @@ class Term:
     channel: str
     weight: float = 1.0
     presence: str = "any"
-
-
-@dataclass
-class RoutedAdvantages:
-    """What a router computed: token advantages plus the per-row segment values."""
-
-    token_advantages: torch.Tensor  # [B, T]
-    segment_values: dict[str, torch.Tensor]  # segment -> [B]
-    stats: dict[str, float]
 
 
 class ChannelRouter(AdvantageRouter):
@@ -98,7 +89,11 @@ class ChannelRouter(AdvantageRouter):
                 f"{name} has no routing rule for segment(s) {unknown}; it routes "
                 f"{sorted(self.table)}: use a segmenter that produces those segments"
             )
-        masks = segments.masks
+        # Everything on the device of group_ids (the module routes on CPU; reward heads
+        # build their channels on CPU while segment masks may live on the accelerator).
+        device = group_ids.device
+        masks = {k: m.to(device) for k, m in segments.masks.items()}
+        seg_present = {k: p.to(device) for k, p in segments.present.items()}
         b = group_ids.shape[0]
         shape = next(iter(masks.values())).shape if masks else (b, 0)
         if group_ids.dim() != 1 or shape[0] != b:
@@ -127,15 +122,15 @@ class ChannelRouter(AdvantageRouter):
                     present = None
                 elif term.presence == "any":
                     present = any_token
-                elif term.presence in segments.present:
-                    present = segments.present[term.presence].bool()
+                elif term.presence in seg_present:
+                    present = seg_present[term.presence].bool()
                 else:
                     raise ValueError(
                         f"{name}: term presence {term.presence!r} is not 'all', 'any' or a "
-                        f"segment of {sorted(segments.present)}"
+                        f"segment of {sorted(seg_present)}"
                     )
                 cache[key] = group_normalize(
-                    rewards.channels[term.channel].float(),
+                    rewards.channels[term.channel].to(device).float(),
                     group_ids,
                     present,
                     norm_by_std=self.norm_by_std,

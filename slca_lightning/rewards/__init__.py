@@ -22,6 +22,7 @@ from slca_lightning.rewards.judges import (
     extract_facts,
     parse_rating,
 )
+from slca_lightning.rewards.noisy_judge import NoisyJudge, request_noise
 from slca_lightning.rewards.process import (
     DEFAULT_PROCESS_WEIGHTS,
     action_score,
@@ -53,6 +54,7 @@ __all__ = [
     "JudgeVerdict",
     "LLMCompletenessVerifier",
     "LLMJudge",
+    "NoisyJudge",
     "RLTRReward",
     "RewardHead",
     "RuleJudge",
@@ -66,6 +68,7 @@ __all__ = [
     "normalize_gold_calls",
     "parse_rating",
     "process_reward",
+    "request_noise",
     "task_question",
     "validate_reward_output",
 ]
