@@ -3,19 +3,21 @@
 The paper's appendix compares, per step, the gradient of the policy loss restricted to the
 tool segment with the one restricted to the summary segment: their norms (SLCA narrows the
 spread of gradient norms) and their cosine (near 0 under GRPO and SLCA alike). This
-callback measures both on one micro-batch of the step's rollout batch.
+callback measures both on one micro-batch of the step's rollout batch, and keeps the spread
+of each norm over the measurements so far (:func:`norm_spread`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Sequence
 
 import torch
 from lightning.pytorch.callbacks import Callback
 
-__all__ = ["GradientDiagnostics", "gradient_stats"]
+__all__ = ["GradientDiagnostics", "gradient_stats", "norm_spread"]
 
 
 def gradient_stats(
@@ -49,6 +51,19 @@ def gradient_stats(
     }
 
 
+def norm_spread(norms: Sequence[float]) -> dict[str, float]:
+    """Spread of a series of gradient norms.
+
+    Returns:
+        ``n``, ``mean``, ``std`` (sample standard deviation, n − 1 in the denominator; NaN
+        for fewer than two values) and ``cv`` = std / mean (NaN when the mean is 0).
+    """
+    n = len(norms)
+    mean = sum(norms) / n if n else math.nan
+    std = math.sqrt(sum((x - mean) ** 2 for x in norms) / (n - 1)) if n > 1 else math.nan
+    return {"n": float(n), "mean": mean, "std": std, "cv": std / mean if mean > 0 else math.nan}
+
+
 class GradientDiagnostics(Callback):
     """Every ``every_n_steps`` optimiser steps: ∇ of the tool part and of the summary part.
 
@@ -59,22 +74,35 @@ class GradientDiagnostics(Callback):
     never touched. It runs after the step's update, i.e. at the new weights. Logs
     ``grad/tool_norm``, ``grad/summary_norm``, ``grad/norm_ratio`` (tool / summary) and
     ``grad/cos_tool_summary``; the last two only when finite (a micro-batch without tool
-    tokens has a zero tool gradient).
+    tokens has a zero tool gradient). From the second measurement on it also logs the
+    running spread of each norm over the measurements so far (:func:`norm_spread`):
+    ``grad/tool_norm_std``, ``grad/tool_norm_cv``, ``grad/summary_norm_std``,
+    ``grad/summary_norm_cv``. At the end of fit rank zero writes ``<log_dir>/<filename>``:
+    one row per measurement, then the spread of both norms.
 
     Args:
         every_n_steps: measure when ``global_step % every_n_steps == 0``.
         micro_batch_size: rows used (None: the module's ``micro_batch_size``).
+        filename: the Markdown table (None: none).
 
     Attributes:
         history: ``[(step, {name: value})]`` of every measurement.
+        table_path: the table written at the end of fit, or None.
     """
 
-    def __init__(self, every_n_steps: int = 10, micro_batch_size: int | None = None) -> None:
+    def __init__(
+        self,
+        every_n_steps: int = 10,
+        micro_batch_size: int | None = None,
+        filename: str | None = "gradient_diagnostics.md",
+    ) -> None:
         if every_n_steps < 1:
             raise ValueError(f"GradientDiagnostics.every_n_steps must be ≥ 1, got {every_n_steps}")
         self.every_n_steps = every_n_steps
         self.micro_batch_size = micro_batch_size
+        self.filename = filename
         self.history: list[tuple[int, dict[str, float]]] = []
+        self.table_path: str | None = None
         self._warned = False
 
     def measure(self, pl_module) -> dict[str, float]:
@@ -99,6 +127,16 @@ class GradientDiagnostics(Callback):
             out["grad/cos_tool_summary"] = st["cos"]
         return out
 
+    def _warn(self, err: Exception) -> None:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"GradientDiagnostics failed ({type(err).__name__}: {err}); skipping "
+                "(warned once).",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = int(trainer.global_step)
         if step == 0 or step % self.every_n_steps:
@@ -106,17 +144,61 @@ class GradientDiagnostics(Callback):
         try:
             values = self.measure(pl_module)
         except Exception as err:  # a diagnostic must never stop training
-            if not self._warned:
-                self._warned = True
-                warnings.warn(
-                    f"GradientDiagnostics failed ({type(err).__name__}: {err}); skipping "
-                    "(warned once).",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+            self._warn(err)
             return
         if not values:
             return
         self.history.append((step, values))
+        logged = dict(values)
+        for part, st in self.spread().items():
+            if st["n"] >= 2:
+                logged[f"grad/{part}_norm_std"] = st["std"]
+                if math.isfinite(st["cv"]):
+                    logged[f"grad/{part}_norm_cv"] = st["cv"]
         for logger in trainer.loggers:
-            logger.log_metrics(values, step=step)
+            logger.log_metrics(logged, step=step)
+
+    def spread(self) -> dict[str, dict[str, float]]:
+        """:func:`norm_spread` of the tool and of the summary gradient norms so far."""
+        return {
+            part: norm_spread([v[f"grad/{part}_norm"] for _, v in self.history])
+            for part in ("tool", "summary")
+        }
+
+    def markdown(self) -> str:
+        """The measurements, then the spread of both norms, as Markdown tables."""
+        keys = ("tool_norm", "summary_norm", "norm_ratio", "cos_tool_summary")
+        lines = ["| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+        for step, v in self.history:
+            cells = (f"{v.get(f'grad/{k}', math.nan):.4g}" for k in keys)
+            lines.append(f"| {step} | " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            "| norm | measurements | mean | std | cv (std / mean) |",
+            "|---|---|---|---|---|",
+        ]
+        for part, st in self.spread().items():
+            lines.append(
+                f"| {part} | {int(st['n'])} | {st['mean']:.4g} | {st['std']:.4g} | {st['cv']:.4g} |"
+            )
+        return "\n".join(lines)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if not self.filename or not self.history or not trainer.is_global_zero:
+            return
+        path = os.path.join(str(trainer.log_dir or trainer.default_root_dir), self.filename)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(
+                    f"# Gradient diagnostics (tool vs summary loss parts)\n\n{self.markdown()}\n"
+                )
+            self.table_path = path
+        except OSError as err:
+            self._warn(err)
+
+    def state_dict(self) -> dict:
+        return {"history": [(s, dict(v)) for s, v in self.history]}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.history = [(int(s), dict(v)) for s, v in state_dict.get("history", [])]

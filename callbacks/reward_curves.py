@@ -112,20 +112,29 @@ def _log_dir(trainer: Any) -> str:
 
 
 class RewardCurves(Callback):
-    """Keep a history of reward (and eval) metrics and plot it when training ends.
+    """Keep a history of reward (and eval) metrics and plot it at the end of fit.
 
     At every train batch end (and validation end) it reads ``trainer.callback_metrics`` at
     ``trainer.global_step``. ``metrics`` (the per-step channel rewards) are recorded every
     step; a metric of ``extra_panels`` is recorded when first seen and whenever its value
-    changes, because a sparse metric such as ``eval/success@0.9`` stays in
-    ``callback_metrics`` between evaluations. At ``on_train_end`` it writes ``filename``
+    changes, because a sparse metric stays in ``callback_metrics`` between evaluations.
+
+    Evaluators that log straight to the loggers (``InDomainEval`` logs
+    ``eval/in_domain/success@0.9`` with ``logger.log_metrics``, so it never reaches
+    ``callback_metrics``) are read directly: any other callback of the trainer with a
+    ``curves()`` method returning ``{metric: [(step, value), ...]}`` contributes the series
+    of the metrics named in the panels (its values win at a step both recorded).
+
+    At ``on_fit_end``, i.e. after every callback's ``on_train_end`` (so an end-of-fit
+    evaluation is included whatever the callback order), rank zero writes ``filename``
     (panel 1: ``metrics``; one panel per ``extra_panels`` entry that has data) and
     ``metrics_history.csv`` beside it, under ``trainer.log_dir`` (or
     ``trainer.default_root_dir``).
 
     Attributes:
         history: metric name → ``[(step, value), ...]`` recorded so far (saved in checkpoints).
-        png_path, csv_path: the files written by the last ``on_train_end``, or None.
+        png_path, csv_path: the files written by the last ``on_fit_end``, or None.
+        drawn: the panels drawn in the last PNG (metric names per panel).
 
     Never raises from a hook: a failure is warned about once and skipped.
     """
@@ -135,7 +144,7 @@ class RewardCurves(Callback):
         metrics: Sequence[str] = ("reward/tool", "reward/summary", "reward/total"),
         filename: str = "reward_curves.png",
         extra_panels: Sequence[Sequence[str]] = (
-            ("eval/success@0.9",),
+            ("eval/in_domain/success@0.9",),
             ("rollout/tool_calls_per_episode",),
         ),
     ) -> None:
@@ -145,6 +154,7 @@ class RewardCurves(Callback):
         self.history: History = {}
         self.png_path: str | None = None
         self.csv_path: str | None = None
+        self.drawn: list[list[str]] = []
         self._warned = False
 
     @property
@@ -191,13 +201,31 @@ class RewardCurves(Callback):
         except Exception as err:
             self._warn("recording metrics", err)
 
-    def on_train_end(self, trainer, pl_module) -> None:
+    def merge_sources(self, trainer: Any) -> None:
+        """Merge into ``history`` the panel metrics of the trainer's callbacks that have a
+        ``curves()`` method (union by step; the source's value wins at a shared step)."""
+        wanted = {key for panel in self.panels for key in panel}
+        for cb in getattr(trainer, "callbacks", None) or []:
+            curves = getattr(cb, "curves", None)
+            if cb is self or not callable(curves):
+                continue
+            for key, points in curves().items():
+                if key in wanted and points:
+                    merged = dict(self.history.get(key, []))
+                    merged.update((int(s), float(v)) for s, v in points)
+                    self.history[key] = sorted(merged.items())
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        try:
+            self.merge_sources(trainer)
+        except Exception as err:
+            self._warn("reading the evaluators' curves", err)
         if not self.history or not getattr(trainer, "is_global_zero", True):
             return
         try:
             png = os.path.join(_log_dir(trainer), self.filename)
             csv_path = os.path.join(os.path.dirname(png), "metrics_history.csv")
-            plot_curves(self.history, png, panels=self.panels, title="Training curves")
+            self.drawn = plot_curves(self.history, png, panels=self.panels, title="Training curves")
             write_history_csv(self.history, csv_path)
             self.png_path, self.csv_path = png, csv_path
         except Exception as err:

@@ -50,10 +50,13 @@ class EvalContext:
 
 @dataclass
 class EvalResult:
-    """One evaluator's scalars and its table (Markdown, written to ``<out>/<name>.md``)."""
+    """One evaluator's scalars, its table (Markdown, written to ``<out>/<name>.md``) and the
+    rates drawn as a bar chart in ``<out>/<name>.png`` (``bars``, values in [0, 1]; empty:
+    no plot)."""
 
     metrics: dict[str, float]
     markdown: str
+    bars: dict[str, float] = field(default_factory=dict)
 
 
 Evaluator = Callable[[EvalContext], EvalResult]
@@ -113,6 +116,21 @@ def get_evaluator(name: str) -> Evaluator:
 
 
 # -- built-ins -----------------------------------------------------------------------------
+#: In-domain metrics that are rates in [0, 1] (the others are counts per episode).
+_IN_DOMAIN_RATES = (
+    "tool_accuracy",
+    "success@0.7",
+    "success@0.8",
+    "success@0.9",
+    "success@1",
+    "name_f1",
+    "arg_match",
+    "process",
+    "tool_call_validity",
+    "redundancy",
+)
+
+
 def _in_domain(ctx: EvalContext) -> EvalResult:
     from slca_lightning.eval.in_domain import evaluate_in_domain, markdown_rows
 
@@ -131,7 +149,8 @@ def _in_domain(ctx: EvalContext) -> EvalResult:
         )
     n = len(result.episodes)
     table = markdown_rows([(f"{n} held-out tasks, greedy", result.metrics)])
-    return EvalResult(result.metrics, table)
+    bars = {k: v for k, v in result.metrics.items() if k in _IN_DOMAIN_RATES}
+    return EvalResult(result.metrics, table, bars)
 
 
 def _bfcl(ctx: EvalContext) -> EvalResult:
@@ -142,7 +161,10 @@ def _bfcl(ctx: EvalContext) -> EvalResult:
     except TypeError as err:
         raise ValueError(f"bfcl: bad options {sorted(ctx.options)}: {err}") from err
     report = evaluator.run(ctx.module.policy, ctx.module.tokenizer)
-    return EvalResult(report.metrics(), report.markdown())
+    bars = dict(report.accuracy)  # per category, then BFCL's overall mean
+    if "overall" in report.summary:
+        bars["overall"] = report.summary["overall"]
+    return EvalResult(report.metrics(), report.markdown(), bars)
 
 
 register_evaluator("in_domain", _in_domain)

@@ -12,8 +12,10 @@ included, then its weights are loaded) or ``--model`` (``tiny``, ``tiny-sft`` or
 folder). The tasks, agent-loop caps and simulator come from the ``data:`` section of
 ``--config`` (default: the ``config.yaml`` that ``slca fit`` saved beside the checkpoint,
 one or two folders up; else the built-in synthetic suite); with ``--model`` the config's
-``model:`` section (reward head, ...) is used too. Every evaluator writes ``<out>/<name>.md``;
-``<out>/summary.json`` holds every scalar (NaN as null). Evaluators are looked up by name in
+``model:`` section (reward head, ...) is used too. Every evaluator writes ``<out>/<name>.md``
+and, when it reports rates, ``<out>/<name>.png`` (a bar chart: the in-domain rates, BFCL's
+per-category accuracy and overall, τ²'s Pass^k); ``<out>/summary.json`` holds every scalar
+(NaN as null) and the paths of the plots. Evaluators are looked up by name in
 :mod:`slca_lightning.eval.registry`; options reach them as ``--arg <name>.<key>=<value>``
 (the value read as YAML).
 """
@@ -31,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from slca_lightning.eval.plots import plot_bars
 from slca_lightning.eval.registry import EvalContext, available_evaluators, get_evaluator
 
 __all__ = ["build_parser", "find_run_config", "load_module", "main"]
@@ -144,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Run the evaluators; write the tables and ``summary.json``; return the summary."""
+    """Run the evaluators; write the tables, plots and ``summary.json``; return the summary."""
     args = build_parser().parse_args(argv)
     names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
     if not names:
@@ -163,7 +166,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     datamodule.connect(module.policy, module.tokenizer)
     os.makedirs(args.out, exist_ok=True)
     source = args.checkpoint or args.model
-    summary: dict[str, Any] = {"source": source, "config": config, "metrics": {}, "seconds": {}}
+    summary: dict[str, Any] = {
+        "source": source,
+        "config": config,
+        "metrics": {},
+        "seconds": {},
+        "plots": {},
+    }
     for name, fn in evaluators.items():
         t0 = time.perf_counter()
         result = fn(EvalContext(module, datamodule, options[name], args.out))
@@ -172,6 +181,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         path = os.path.join(args.out, f"{name}.md")
         with open(path, "w") as f:
             f.write(f"# {name} ({source})\n\n{result.markdown}\n")
+        if result.bars:
+            png = os.path.join(args.out, f"{name}.png")
+            summary["plots"][name] = plot_bars(
+                result.bars, png, f"{name} ({os.path.basename(source)})", "rate"
+            )
         print(f"\n{name}:\n{result.markdown}")
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)

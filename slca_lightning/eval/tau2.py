@@ -307,7 +307,11 @@ def _registered(ctx):
         report = evaluator.evaluate(ctx.module)
         metrics.update({f"{domain}/{k}": v for k, v in report.summary().items()})
         tables.append(report.markdown())
-    return EvalResult(metrics, "\n\n".join(tables))
+    rates = ("avg_reward", "db_match", "communicate")
+    bars = {
+        k: v for k, v in metrics.items() if k.split("/")[-1].startswith("pass") or k.endswith(rates)
+    }
+    return EvalResult(metrics, "\n\n".join(tables), bars)
 
 
 def _register() -> None:

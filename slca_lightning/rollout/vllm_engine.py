@@ -5,9 +5,14 @@ policy saved to a temporary folder), generates every active episode of a turn in
 ``LLM.generate`` call (token ids in, sampled ids and per-token log-probs out), and after each
 optimiser step loads the policy's current weights without a restart:
 
-- full parameters are gathered (FSDP2 ``DTensor`` shards via ``full_tensor()``, FSDP1 through
-  ``summon_full_params``), LoRA adapters merged into the base weights (``sync="full"``), or
-  only the adapter saved and served as a vLLM LoRA (``sync="adapter"``);
+- the weights are read from the policy's ``state_dict()`` one tensor at a time
+  (:func:`~slca_lightning.rollout.vllm_sync.full_state_items`): ``DTensor`` entries (FSDP2
+  shards) are gathered with ``full_tensor()``, a collective every rank must join (tested on
+  2 CPU processes in tests/integration/test_sync_gather_fsdp2.py); LoRA adapters are merged
+  into the base weights (``sync="full"``), or only the adapter is saved and served as a vLLM
+  LoRA (``sync="adapter"``). There is no FSDP1-specific path (no ``summon_full_params``): an
+  FSDP1-wrapped policy is synced from whatever its ``state_dict()`` returns, which is not
+  tested (FSDP2, ``configs/overlays/fsdp2.yaml``, is the sharding whose gather is);
 - names and shapes are checked against the checkpoint vLLM started from (a mismatch raises,
   naming the parameter), then sent in buckets of ``sync_bucket_mb`` through a worker
   extension (:class:`WeightSyncExtension`): CUDA workers call ``model.load_weights``; CPU

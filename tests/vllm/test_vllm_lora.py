@@ -2,8 +2,10 @@
 
 Real parts: a peft LoRA on the tiny policy, ``vllm.LLM`` with ``enable_lora`` on the CPU
 build, ``add_lora`` of the saved adapter, the merged full-weight sync through the worker
-extension, and ``HFEngine`` on the peft model as the reference. No mocks. Both sync times
-are printed (``-s``) for the record.
+extension, and ``HFEngine`` on the peft model as the reference. No mocks. Each sync's wall
+time and size are asserted measured (> 0) and recorded with ``record_property``
+(``weight_sync_ms``, ``weight_sync_mb``: in the JUnit XML with ``--junitxml``; printed with
+``-s``), so full and adapter sync can be compared run by run.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def agree(engine, model, tok):
 
 
 @pytest.mark.parametrize("sync", ["adapter", "full"])
-def test_lora_policy_sync_matches_hf_after_each_step(sync, vllm_module):
+def test_lora_policy_sync_matches_hf_after_each_step(sync, vllm_module, record_property):
     from slca_lightning.rollout.vllm_engine import VLLMEngine
 
     model, tok = lora_policy()
@@ -68,7 +70,8 @@ def test_lora_policy_sync_matches_hf_after_each_step(sync, vllm_module):
             perturb_adapter(model, seed=step)
             engine.policy_version = step
             stats = engine.before_rollout()
-            assert engine.synced_version == step and stats["time/weight_sync"] > 0
+            assert engine.synced_version == step
+            assert stats["time/weight_sync"] > 0 and stats["rollout/weight_sync_mb"] > 0
             times.append((stats["time/weight_sync"], stats["rollout/weight_sync_mb"]))
             out = agree(engine, model, tok)
         moved = max(abs(a.logprobs[0] - b.logprobs[0]) for a, b in zip(out, first))
@@ -79,6 +82,8 @@ def test_lora_policy_sync_matches_hf_after_each_step(sync, vllm_module):
             assert max(mb) < 1.0  # only the adapter moves
         else:
             assert min(mb) > 2.0  # the merged full weights move
+        record_property("weight_sync_ms", [round(t * 1e3, 1) for t, _ in times])
+        record_property("weight_sync_mb", [round(m, 3) for m in mb])
         print(f"\nsync={sync}: " + ", ".join(f"{t * 1e3:.0f} ms ({m:.2f} MB)" for t, m in times))
     finally:
         engine.close()

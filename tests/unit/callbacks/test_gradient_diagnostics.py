@@ -6,11 +6,12 @@ tool and summary segments split each row's sampled tokens). Nothing is mocked.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from callbacks.gradient_diagnostics import GradientDiagnostics, gradient_stats
+from callbacks.gradient_diagnostics import GradientDiagnostics, gradient_stats, norm_spread
 from slca_lightning.losses import policy_loss
 from slca_lightning.module import SLCAGRPOModule
 from slca_lightning.rollout.record import RolloutRecord
@@ -99,3 +100,49 @@ def test_measure_leaves_grads_and_weights_alone(module):
 def test_bad_every_n_steps_is_refused():
     with pytest.raises(ValueError, match="every_n_steps"):
         GradientDiagnostics(every_n_steps=0)
+
+
+def test_norm_spread_literal():
+    st = norm_spread([1.0, 2.0, 3.0])
+    assert (st["n"], st["mean"], st["std"], st["cv"]) == (3.0, 2.0, 1.0, 0.5)
+    one = norm_spread([4.0])
+    assert one["mean"] == 4.0 and math.isnan(one["std"]) and math.isnan(one["cv"])
+    assert math.isnan(norm_spread([])["mean"])
+    assert norm_spread([0.0, 0.0])["std"] == 0.0 and math.isnan(norm_spread([0.0, 0.0])["cv"])
+
+
+class Logger:
+    """Stands in for a Lightning logger: keeps what ``log_metrics`` got."""
+
+    def __init__(self):
+        self.logged = []
+
+    def log_metrics(self, metrics, step):
+        self.logged.append((step, dict(metrics)))
+
+
+def test_running_spread_logged_and_tabled(tmp_path):
+    cb = GradientDiagnostics(every_n_steps=1)
+    norms = iter([(1.0, 2.0), (3.0, 2.0), (2.0, 5.0)])
+    cb.measure = lambda _module: dict(zip(("grad/tool_norm", "grad/summary_norm"), next(norms)))
+    logger = Logger()
+    trainer = SimpleNamespace(
+        global_step=0, loggers=[logger], log_dir=str(tmp_path), is_global_zero=True
+    )
+    for step in (1, 2, 3):
+        trainer.global_step = step
+        cb.on_train_batch_end(trainer, None, None, None, 0)
+    assert "grad/tool_norm_std" not in logger.logged[0][1]  # one measurement: no spread yet
+    step, last = logger.logged[-1]
+    assert step == 3
+    assert last["grad/tool_norm_std"] == pytest.approx(1.0)  # of 1, 3, 2
+    assert last["grad/tool_norm_cv"] == pytest.approx(0.5)
+    assert last["grad/summary_norm_std"] == pytest.approx(math.sqrt(3.0))  # of 2, 2, 5
+    assert last["grad/summary_norm_cv"] == pytest.approx(math.sqrt(3.0) / 3.0)
+    cb.on_train_end(trainer, None)
+    table = (tmp_path / "gradient_diagnostics.md").read_text()
+    assert cb.table_path == str(tmp_path / "gradient_diagnostics.md")
+    assert table.count("\n| 3 | ") == 1 and "| tool | 3 | 2 | 1 | 0.5 |" in table
+    other = GradientDiagnostics()
+    other.load_state_dict(cb.state_dict())
+    assert other.history == cb.history

@@ -7,6 +7,7 @@ jsonargparse into the real data module. The evaluator is a small real function.
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -24,7 +25,8 @@ seen = {}
 def heldout_count(ctx):
     seen["ctx"] = ctx
     n = len(ctx.datamodule.source.heldout())
-    return EvalResult({"heldout": float(n), "scale": float(ctx.options.get("scale", 1))}, "| x |")
+    metrics = {"heldout": float(n), "scale": float(ctx.options.get("scale", 1))}
+    return EvalResult(metrics, "| x |", bars={"heldout / 10": n / 10, "unknown": math.nan})
 
 
 register_evaluator("heldout_count_test", heldout_count, overwrite=True)
@@ -60,6 +62,9 @@ def test_eval_command_runs_a_registered_evaluator(tmp_path):
     assert summary["metrics"]["heldout_count_test"] == {"heldout": 5.0, "scale": 2.5}
     assert json.loads((out / "summary.json").read_text())["metrics"] == summary["metrics"]
     assert "| x |" in (out / "heldout_count_test.md").read_text()
+    png = out / "heldout_count_test.png"
+    assert summary["plots"] == {"heldout_count_test": str(png)}
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ctx = seen["ctx"]
     assert ctx.module.hparams.model == "tiny" and ctx.module.hparams.kl_coef == 0.0
     assert ctx.datamodule.loop.max_turns == 2  # connected, with the config's caps

@@ -156,3 +156,9 @@ def test_slca_eval_registry_runs_tau2_by_name():
     result = get_evaluator("tau2")(ctx)
     assert result.metrics["airline/pass1"] == 1.0 and result.metrics["airline/db_match"] == 1.0
     assert "airline" in result.markdown
+    # the rates are the bar chart slca eval draws; counts are left out
+    assert result.bars["airline/pass1"] == 1.0 and result.bars["airline/db_match"] == 1.0
+    assert (
+        "airline/episodes" not in result.bars
+        and "airline/tool_calls_per_episode" not in result.bars
+    )
