@@ -41,7 +41,12 @@ from slca_lightning.advantages import (
     advantage_contamination,
     summary_leakage,
 )
-from slca_lightning.losses import logprob_mismatch, policy_loss, truncated_is_weight
+from slca_lightning.losses import (
+    AGGREGATION_ALIASES,
+    logprob_mismatch,
+    policy_loss,
+    truncated_is_weight,
+)
 from slca_lightning.policy import (
     LoraSettings,
     apply_lora,
@@ -50,7 +55,7 @@ from slca_lightning.policy import (
     sequence_logprobs,
     shard_fsdp2,
 )
-from slca_lightning.rewards import HierarchicalReward, RewardHead
+from slca_lightning.rewards import HierarchicalReward, RewardHead, check_channels
 from slca_lightning.rollout.record import RolloutRecord
 from slca_lightning.segmenters import MaskRunSegmenter, Segmenter
 from slca_lightning.types import RolloutBatch, to_device
@@ -78,7 +83,8 @@ class SLCAGRPOModule(L.LightningModule):
         kl_coef: k3 KL-to-reference coefficient in the loss (0 = no reference model).
         entropy_coef: entropy bonus coefficient.
         aggregation: ``token-mean`` (paper), ``seq-mean-token-mean`` (``grpo``),
-            ``seq-mean-token-sum``, ``seq-mean-token-sum-norm`` (``dr_grpo``).
+            ``seq-mean-token-sum``, ``seq-mean-token-sum-norm`` (``dr_grpo``: divides by
+            the constant ``rows × data.max_response_tokens``, whatever the padding).
         mask_truncated: drop episodes that hit a cap from the loss.
         max_grad_norm: gradient clipping (None = off).
         temperature: the sampling temperature (log-probs are of the scaled policy).
@@ -154,6 +160,7 @@ class SLCAGRPOModule(L.LightningModule):
         self.last_rollout: RolloutRecord | None = None
         self.constant_reward_warn_steps = 10
         self._constant_streak: dict[str, int] = {}
+        self._warned_norm_length = False
 
     # -- models --------------------------------------------------------------------------
     def configure_model(self) -> None:
@@ -175,6 +182,8 @@ class SLCAGRPOModule(L.LightningModule):
             self.segmenter.tokenizer = tokenizer
 
     def on_fit_start(self) -> None:
+        # before any rollout: a router reading a channel the head lacks fails here, not at step 1
+        check_channels(self.reward_head, self.router)
         dm = getattr(self.trainer, "datamodule", None)
         if dm is not None and hasattr(dm, "prompts_per_step"):
             rows = dm.prompts_per_step * dm.group_size
@@ -192,8 +201,12 @@ class SLCAGRPOModule(L.LightningModule):
 
     def _warn_constant_channels(self, rewards) -> None:
         """PITFALLS §9: a channel that never varies inside a group for many steps is usually
-        a missing flag or a broken reward, not a converged policy."""
+        a missing flag or a broken reward, not a converged policy. Only the channels the
+        router reads are watched (when it declares them): the others move no advantage."""
+        watched = set(getattr(self.router, "channels", set()) or rewards.channels)
         for name, value in rewards.channels.items():
+            if name not in watched:
+                continue
             flat = value.numel() < 2 or float(value.max() - value.min()) == 0.0
             streak = self._constant_streak.get(name, 0) + 1 if flat else 0
             self._constant_streak[name] = streak
@@ -252,6 +265,26 @@ class SLCAGRPOModule(L.LightningModule):
             [self._logprobs(model, batch, rows[i : i + mbs]) for i in range(0, len(rows), mbs)]
         )
 
+    def _norm_length(self, batch: RolloutBatch) -> int | None:
+        """``max_len`` of :func:`~slca_lightning.losses.aggregate` (Dr.GRPO's constant
+        normaliser; None for the other modes): the data module's ``max_response_tokens``,
+        the most loss-carrying tokens a row can have. Without one, the padded length ``T``
+        of this batch (which varies between batches), with a one-time warning."""
+        mode = self.hparams.aggregation
+        if AGGREGATION_ALIASES.get(mode, mode) != "seq-mean-token-sum-norm":
+            return None
+        cap = getattr(getattr(self._trainer, "datamodule", None), "max_response_tokens", None)
+        if cap:
+            return int(cap)
+        if not self._warned_norm_length:
+            self._warned_norm_length = True
+            rank_zero_warn(
+                f"model.aggregation={mode!r} divides by a constant length, but the data module "
+                "has no max_response_tokens: falling back to the padded batch length, which "
+                "changes from batch to batch"
+            )
+        return int(batch.input_ids.shape[1])
+
     def loss_parts(self, record: RolloutRecord, rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """The policy-gradient loss of ``rows`` of a rollout, split by segment (diagnostics).
 
@@ -269,6 +302,7 @@ class SLCAGRPOModule(L.LightningModule):
         if hp.mask_truncated and batch.truncated is not None:
             mask = mask & ~batch.truncated[rows].to(self.device)[:, None]
         adv = record.advantages.to(self.device)[rows]
+        norm_len = self._norm_length(batch)
         parts = {}
         for name, seg in record.segments.masks.items():
             seg_adv = torch.where(seg.to(self.device)[rows], adv, torch.zeros_like(adv))
@@ -278,7 +312,7 @@ class SLCAGRPOModule(L.LightningModule):
                 seg_adv,
                 mask,
                 aggregation=hp.aggregation,
-                max_len=batch.input_ids.shape[1],
+                max_len=norm_len,
             )
         return parts
 
@@ -379,6 +413,12 @@ class SLCAGRPOModule(L.LightningModule):
             rewards=rewards,
             step=step,
         )
+        # Lightning re-logs the last value of an on-step key at steps that do not log it:
+        # forget the previous step's values so that a figure this step did not measure
+        # (adv/tool/*, adv/contamination without tool tokens) is absent, not stale.
+        results = getattr(self._trainer, "_results", None)
+        if results is not None:
+            results.reset(metrics=False, fx="training_step")
         self.log_dict(metrics, on_step=True, prog_bar=False, batch_size=batch.batch_size)
         self.log(
             "reward",
@@ -400,6 +440,7 @@ class SLCAGRPOModule(L.LightningModule):
         grad_norms = []
         engine_logp = batch.old_logprobs if old is None else None  # mismatch on the fly
         mismatch = [0.0, 0]
+        norm_len = self._norm_length(batch)
         for _ in range(hp.ppo_epochs):
             order = torch.randperm(b, generator=gen) if hp.mini_batches > 1 else torch.arange(b)
             for mini in torch.tensor_split(order, hp.mini_batches):
@@ -441,7 +482,7 @@ class SLCAGRPOModule(L.LightningModule):
                         eps_high=hp.eps_high,
                         dual_clip=hp.dual_clip,
                         aggregation=hp.aggregation,
-                        max_len=batch.input_ids.shape[1],
+                        max_len=norm_len,
                         is_weights=None if is_w is None else is_w[micro],
                     )
                     self.manual_backward(loss * weight)

@@ -4,8 +4,10 @@
 """
 
 from slca_lightning.rewards.base import (
+    CHANNEL_CLASSES,
     ChannelReward,
     RewardHead,
+    check_channels,
     check_finite,
     task_question,
     validate_reward_output,
@@ -41,6 +43,7 @@ from slca_lightning.rewards.rltr import (
 from slca_lightning.rewards.toolpo import ActionReward
 
 __all__ = [
+    "CHANNEL_CLASSES",
     "DEFAULT_COMPLETENESS_PROMPT",
     "DEFAULT_JUDGE_PROMPT",
     "DEFAULT_PROCESS_WEIGHTS",
@@ -61,6 +64,7 @@ __all__ = [
     "SummaryJudge",
     "action_score",
     "canonical_call",
+    "check_channels",
     "check_finite",
     "count_consecutive_repeats",
     "extract_facts",

@@ -6,6 +6,10 @@ any extras, components for logging, boolean flags). A :class:`ChannelReward` com
 extra channel (ToolPO's ``action``, RLTR's ``rltr``) that a head appends to its output, so
 routers that need it find it by name.
 
+A head that knows its channels without running (:attr:`RewardHead.channel_names`) lets
+:func:`check_channels` fail at fit start, before any rollout, when the router reads a
+channel the head cannot produce.
+
 Rewards must be finite: :func:`check_finite` raises a ``ValueError`` that names the row
 (episode index and task id) instead of letting a NaN poison a whole group's advantages.
 """
@@ -21,8 +25,10 @@ import torch
 from slca_lightning.types import Episode, RewardOutput, Task
 
 __all__ = [
+    "CHANNEL_CLASSES",
     "ChannelReward",
     "RewardHead",
+    "check_channels",
     "check_finite",
     "task_question",
     "validate_reward_output",
@@ -42,6 +48,12 @@ class RewardHead(ABC):
     def __call__(self, episodes: list[Episode]) -> RewardOutput:
         """Score ``episodes``; every returned tensor has shape ``[B]``, ``B = len(episodes)``."""
 
+    @property
+    def channel_names(self) -> set[str] | None:
+        """The channels :meth:`__call__` returns, known without running it (checked against
+        the router's needs at fit start); None = unknown, nothing is checked."""
+        return None
+
 
 class ChannelReward(ABC):
     """One extra reward channel computed per episode (e.g. ToolPO ``action``, ``rltr``).
@@ -60,6 +72,56 @@ class ChannelReward(ABC):
             ``(values, components)``: the channel's ``FloatTensor[B]`` and named
             ``FloatTensor[B]`` parts kept for logging.
         """
+
+
+#: The :class:`ChannelReward` that computes each known extra channel (for error hints).
+CHANNEL_CLASSES = {
+    "action": "slca_lightning.rewards.ActionReward",
+    "rltr": "slca_lightning.rewards.RLTRReward",
+}
+
+
+def _class_path(obj: object) -> str:
+    """``slca_lightning.rewards.<Name>`` when the package exports the class, else its full path."""
+    import slca_lightning.rewards as package
+
+    cls = type(obj)
+    if getattr(package, cls.__name__, None) is cls:
+        return f"slca_lightning.rewards.{cls.__name__}"
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def check_channels(head: RewardHead, router: object) -> None:
+    """Raise ``ValueError`` when ``router`` reads channels ``head`` cannot produce.
+
+    Compares the router's ``channels`` (the channels it reads) with the head's
+    :attr:`RewardHead.channel_names`; nothing is checked when either is unknown. The
+    message names the router, the missing channels and the config to add.
+    """
+    needed = set(getattr(router, "channels", None) or ())
+    produced = getattr(head, "channel_names", None)
+    missing = sorted(needed - set(produced)) if produced is not None else []
+    if not missing:
+        return
+    add = [
+        f"        - class_path: {CHANNEL_CLASSES[m]}"
+        if m in CHANNEL_CLASSES
+        else f"        - class_path: <a ChannelReward>  # with name: {m}"
+        for m in missing
+    ]
+    if hasattr(head, "extra_channels"):
+        have = [f"        - class_path: {_class_path(c)}" for c in head.extra_channels]
+        hint = (
+            f"model:\n  reward_head:\n    class_path: {_class_path(head)}\n"
+            "    init_args:\n      extra_channels:\n" + "\n".join(have + add)
+        )
+    else:
+        hint = f"model.reward_head: a reward head that produces {missing}"
+    raise ValueError(
+        f"model.router {type(router).__name__} reads reward channel(s) {missing}, which "
+        f"model.reward_head {type(head).__name__} does not produce (it produces "
+        f"{sorted(produced)}); add to the config:\n{hint}"
+    )
 
 
 def check_finite(

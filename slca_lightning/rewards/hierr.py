@@ -42,6 +42,7 @@ from slca_lightning.rewards.base import (
 )
 from slca_lightning.rewards.judges import JudgeRequest, RuleJudge, SummaryJudge
 from slca_lightning.rewards.process import check_process_weights, process_reward_from_parse
+from slca_lightning.rewards.rltr import RLTRReward
 from slca_lightning.rewards.toolpo import ActionReward
 from slca_lightning.tools.parsing import parse_tool_calls, strip_think
 from slca_lightning.types import Episode, RewardOutput
@@ -57,7 +58,8 @@ class HierarchicalReward(RewardHead):
 
     Output:
         channels: ``tool`` (process, 0 on omitted rows), ``summary``, ``total``, plus one
-            channel per extra :class:`ChannelReward` (default: ToolPO's ``action``).
+            channel per extra :class:`ChannelReward` (default: ToolPO's ``action`` and
+            RLTR's ``rltr``, so every router of METHOD §5 finds its channel).
         components: ``fmt``, ``name``, ``key``, ``value``, ``parallel`` (the process parts
             as computed, also on omitted rows) and the extras' components.
         flags: ``omitted``, ``judge_called``, ``judge_failed``, ``abstention_credited``.
@@ -74,7 +76,9 @@ class HierarchicalReward(RewardHead):
         lambda_summary: ``λ_r`` in the total.
         omission_penalty: total (and summary) of an omitted rollout.
         min_reply_chars: final replies shorter than this score 0 without the judge.
-        extra_channels: extra channels (default ``[ActionReward()]``; ``[]`` for none).
+        extra_channels: extra channels (default ``[ActionReward(), RLTRReward()]``, both
+            rule-based and offline: RLTR's default verifier is
+            :class:`~slca_lightning.rewards.rltr.GoldCoverageVerifier`; ``[]`` for none).
         credit_abstention: judge the replies of correct abstentions (see the module
             docstring); off by default, as in the paper.
     """
@@ -103,7 +107,9 @@ class HierarchicalReward(RewardHead):
         self.lambda_summary = lambda_summary
         self.omission_penalty = omission_penalty
         self.min_reply_chars = min_reply_chars
-        self.extra_channels = [ActionReward()] if extra_channels is None else list(extra_channels)
+        self.extra_channels = (
+            [ActionReward(), RLTRReward()] if extra_channels is None else list(extra_channels)
+        )
         self.credit_abstention = credit_abstention
         reserved = {"tool", "summary", "total"}
         for channel in self.extra_channels:
@@ -113,6 +119,11 @@ class HierarchicalReward(RewardHead):
         self.last_stats: dict[str, int] = {}
         self.num_judge_calls = 0
         self.num_judge_failures = 0
+
+    @property
+    def channel_names(self) -> set[str]:
+        """``tool``, ``summary``, ``total`` and the extra channels' names."""
+        return {"tool", "summary", "total", *(c.name for c in self.extra_channels)}
 
     def _reply_request(self, episode: Episode) -> JudgeRequest | None:
         """The judge request for this episode's final reply; None when it is too short."""

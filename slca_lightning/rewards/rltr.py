@@ -198,6 +198,10 @@ class RLTRReward(ChannelReward):
     0 on malformed rows, where the verifier is not asked) and ``rltr_malformed`` (1.0 on
     malformed rows).
 
+    One of :class:`~slca_lightning.rewards.hierr.HierarchicalReward`'s default extra
+    channels: with the default verifier it is a rule over the parsed calls and the gold
+    (no model call), cheap enough to compute on every batch whichever router runs.
+
     Args:
         verifier: the completeness verifier (default :class:`GoldCoverageVerifier`).
         n: verdicts per episode (None: the verifier's own ``n``).

@@ -13,7 +13,11 @@ valid calls are executed, and every invalid block or object becomes an error obs
 episode. Caps: ``max_turns`` assistant turns, ``max_calls_per_turn`` calls per turn (the
 rest get an error observation), ``max_response_tokens`` response tokens (sampled and
 injected), and tool responses longer than ``max_tool_response_tokens`` are cut in the
-middle. A turn that hits its token cap ends the episode with ``finish_reason="length"``.
+middle. A turn that hits its token cap ends the episode with ``finish_reason="length"``
+and no observation; if it had opened a ``<tool_call>``, that call is not executed and is
+counted in ``stats["cut_tool_calls"]``. An empty turn (no tokens, or nothing but
+whitespace once its end-of-turn token is removed) has no call, so it ends the episode with
+an empty reply; it is counted in ``stats["empty_generations"]``.
 
 ``render_check`` re-renders the whole conversation at the end of each episode and checks
 that the decoded episode ids are a prefix of it; a chat template that rewrites earlier turns
@@ -219,13 +223,14 @@ class AgentLoop:
                 if ended_eos and eos and text.endswith(eos):
                     text = text[: -len(eos)]
                 ep.assistant_texts.append(text)
-                if not ids:
+                if not text.strip():  # no tokens, or only the end-of-turn token / spaces
                     self.stats["empty_generations"] += 1
                 items, is_tool_turn = self._turn_calls(text)
                 if hit_cap:
                     ep.tool_results.append([])
                     ep.finish_reason = "length"
                     self.stats["finish/length"] += 1
+                    self.stats["cut_tool_calls"] += int(is_tool_turn)
                 elif not is_tool_turn:
                     ep.tool_results.append([])
                     ep.finish_reason = "stop"

@@ -99,6 +99,8 @@ class RolloutStream:
             "rollout/tool_calls_per_episode": st["tool_calls"] / n,
             "rollout/invalid_calls_per_episode": st["invalid_calls"] / n,
             "rollout/tool_errors_per_episode": st["tool_errors"] / n,
+            "rollout/empty_generations_per_episode": st["empty_generations"] / n,
+            "rollout/cut_tool_calls_per_episode": st["cut_tool_calls"] / n,
             "rollout/turns_per_episode": sum(len(e.assistant_texts) for e in episodes) / n,
             "rollout/response_tokens": st["sampled_tokens"] / n,
             "rollout/truncated_fraction": sum(e.truncated for e in episodes) / n,
@@ -168,6 +170,11 @@ class RolloutDataModule(L.LightningDataModule):
         self.batches_served = 0
         self.pad_token_id = 0
         self.loop: AgentLoop | None = None
+
+    @property
+    def max_response_tokens(self) -> int:
+        """The response-token cap of an episode (the most loss-carrying tokens of a row)."""
+        return int(self.caps["max_response_tokens"])
 
     def setup(self, stage: str) -> None:
         """Load the tasks now, so a malformed data file fails before any training."""

@@ -18,6 +18,8 @@ class TokenParityReward(RewardHead):
     a resumed run must reproduce it exactly.
     """
 
+    channel_names = frozenset({"tool", "summary", "total"})
+
     def __call__(self, episodes):
         tool, summary = [], []
         for ep in episodes:

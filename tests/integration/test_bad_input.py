@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
+import lightning as L
 import pytest
+import torch
 
 from slca_lightning.cli import main
 from slca_lightning.rollout.engine import RolloutEngine
@@ -36,37 +38,85 @@ class ExplodingBackend(ToolBackend):
         raise ConnectionError("simulator down")
 
 
-def test_bad_calls_and_a_dead_backend_never_stop_the_run(tmp_path):
+# One turn per kind of bad input; every episode of every batch goes through all of them.
+BAD_CALLS = (  # one list block: the backend raises on add, 'nope' is unknown, add lacks b
+    '<tool_call>\n[{"name": "add", "arguments": {"a": 1, "b": 2}}, '
+    '{"name": "nope", "arguments": {}}, {"name": "add", "arguments": {"a": 1}}]\n</tool_call>'
+)
+BAD_JSON = "<tool_call>\n{not json}\n</tool_call>"
+CUT_CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": ' + "2" * 200  # > the cap
+
+
+class Witness(L.Callback):
+    """Keeps the logged rollout counts and the rewarded rollout of every step."""
+
+    def __init__(self):
+        self.metrics, self.records = [], []
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.metrics.append({k: float(v) for k, v in trainer.callback_metrics.items()})
+        self.records.append(module.last_rollout)
+
+
+def test_bad_calls_empty_and_cut_generations_and_a_dead_backend_never_stop_the_run(tmp_path):
     cli = main(
-        [*ARGS, f"--trainer.default_root_dir={tmp_path}", "--trainer.max_steps=2"], run=False
+        [
+            *ARGS,
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.max_steps=2",
+            "--data.max_new_tokens=80",
+            "--data.max_response_tokens=1024",
+            "--model.kl_coef=0",
+            "--data.tasks.init_args.families=[math]",
+        ],
+        run=False,
     )
     cli.model.configure_model()
     tok = cli.model.tokenizer
-    turns = [
-        '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>',  # backend raises
-        '<tool_call>\n{"name": "nope", "arguments": {}}\n</tool_call>',  # unknown tool
-        '<tool_call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>',  # missing argument
-        "<tool_call>\n{not json}\n</tool_call>",
-        "",  # empty generation
-        '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2222222222222222222222222222222',  # cap
-    ]
-    counter = iter(range(10_000))
+    last_turns = iter(range(10_000))
 
     def script(context, turn):
-        return turns[next(counter) % len(turns)]
+        if turn < 2:
+            return [BAD_CALLS, BAD_JSON][turn]
+        # the last turn alternates over the rows: an immediate end of turn, or a call cut by
+        # the token cap
+        return tok.eos_token if next(last_turns) % 2 == 0 else CUT_CALL
 
     engine: RolloutEngine = ScriptedEngine(tok, script)
     sim = SchemaGuidedSimulator(
         ExplodingBackend(), timeout_s=1.0, max_retries=1, retry_backoff_s=0.0
     )
     cli.datamodule.engine, cli.datamodule.simulator = engine, sim
+    witness = Witness()
+    cli.trainer.callbacks.append(witness)
     cli.trainer.fit(cli.model, cli.datamodule)
-    assert cli.trainer.global_step == 2
-    assert sim.stats["backend_errors"] >= 1 and sim.stats["unknown_tool"] >= 1
-    assert sim.stats["missing_arguments"] >= 1
-    logged = cli.trainer.callback_metrics
-    assert float(logged["rollout/invalid_calls_per_episode"]) >= 0
-    assert float(logged["rollout/tool_errors_per_episode"]) > 0
+    assert cli.trainer.global_step == 2 and len(witness.metrics) == 2
+    assert sim.stats["backend_errors"] == 8 and sim.stats["unknown_tool"] == 8  # 2 steps × 4 rows
+    assert sim.stats["missing_arguments"] == 8
+    for logged in witness.metrics:  # per episode, every step
+        assert logged["rollout/tool_calls_per_episode"] == 3.0  # add, nope, add(a) executed
+        assert logged["rollout/invalid_calls_per_episode"] == 1.0  # the bad JSON block
+        assert logged["rollout/tool_errors_per_episode"] == 4.0  # every observation an error
+        assert logged["rollout/empty_generations_per_episode"] == 0.5
+        assert logged["rollout/cut_tool_calls_per_episode"] == 0.5
+        assert logged["rollout/turns_per_episode"] == 3.0
+        assert logged["rollout/truncated_fraction"] == 0.5
+    for record in witness.records:
+        rewards = record.rewards.channels
+        for row, ep in enumerate(record.batch.episodes):
+            assert [len(results) for results in ep.tool_results] == [3, 1, 0]
+            assert all(r.is_error for results in ep.tool_results for r in results)
+            assert all(torch.isfinite(v[row]) for v in rewards.values())
+            if ep.assistant_texts[-1] == "":  # empty turn: the episode ends, empty reply
+                assert ep.finish_reason == "stop" and ep.final_reply == ""
+                assert float(rewards["summary"][row]) == 0.0  # too short to judge
+                assert not bool(record.rewards.flags["judge_called"][row])
+            else:  # cut inside a call: not executed, the episode ends truncated
+                assert ep.finish_reason == "length" and ep.assistant_texts[-1].startswith(
+                    CUT_CALL[:40]
+                )
+                assert float(rewards["rltr"][row]) == -1.0  # RLTR: malformed output
+        assert bool(record.batch.truncated.any()) and not bool(record.batch.truncated.all())
 
 
 def test_invalid_setting_names_the_field(tmp_path):

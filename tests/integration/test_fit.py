@@ -9,6 +9,8 @@ model earns identical HierR rewards within a group.
 from __future__ import annotations
 
 import csv
+import itertools
+import json
 from pathlib import Path
 
 import lightning as L
@@ -16,7 +18,9 @@ import pytest
 import torch
 
 from slca_lightning.cli import main
+from slca_lightning.losses import policy_loss
 from slca_lightning.testing.rewards import TokenParityReward
+from slca_lightning.testing.scripted import ScriptedEngine
 
 TINY_ARGS = [
     "--model.model=tiny",
@@ -158,6 +162,99 @@ def test_resume_from_checkpoint_reproduces_the_remaining_steps(tmp_path):
         )
 
 
+# Logged at every step (kl: kl_coef > 0; entropy: always computed, coefficient 0).
+STEP_KEYS = [
+    "time/rollout",
+    "time/generate",
+    "time/tools",
+    "time/old_logprobs",
+    "time/ref_logprobs",
+    "time/update",
+    "reward/tool",
+    "reward/summary",
+    "reward/total",
+    "adv/summary/mean",
+    "train/kl_mean",
+    "train/clip_frac",
+    "train/entropy_mean",
+    "train/grad_norm",
+    "rollout/response_tokens",
+    "rollout/tool_calls_per_episode",
+    "rollout/empty_generations_per_episode",
+]
+# Logged exactly on the steps where some row has tool-segment tokens (a tool round).
+TOOL_KEYS = ["adv/tool/mean", "adv/contamination", "adv/summary_leakage"]
+
+
+def scripted(cli, tool_round_at=(), reply_words=lambda step: 3) -> ScriptedEngine:
+    """A scripted policy for `cli`: at the steps in ``tool_round_at`` every row calls ``add``
+    (arguments vary per row, so rewards vary inside a group) and then replies; at the other
+    steps it replies at once, with ``reply_words(step)`` pairs of words."""
+    tok, count = cli.model.tokenizer, itertools.count()
+
+    def script(context, turn):
+        k, step = next(count), engine.policy_version
+        if turn == 0 and step in tool_round_at:
+            args = json.dumps({"name": "add", "arguments": {"a": k, "b": 7 * k + 1}})
+            return f"<tool_call>\n{args}\n</tool_call>"
+        return " ".join(["answer", str(k)] * reply_words(step)) + tok.eos_token
+
+    engine = ScriptedEngine(tok, script)
+    return engine
+
+
+def test_every_step_logs_the_metric_keys(tmp_path):
+    cli = build(
+        tmp_path,
+        "--trainer.max_steps=2",
+        "--trainer.logger=lightning.pytorch.loggers.CSVLogger",
+        f"--trainer.logger.init_args.save_dir={tmp_path}",
+        "--data.max_new_tokens=48",
+        "--data.max_response_tokens=256",
+    )
+    cli.model.configure_model()
+    cli.datamodule.engine = scripted(cli, tool_round_at={0})  # step 1: no tool tokens at all
+    cli.trainer.fit(cli.model, cli.datamodule)
+    rows = read_metrics(tmp_path)
+    assert len(rows) == 2, sorted(rows)
+    first, second = (rows[k] for k in sorted(rows))
+    for row in (first, second):
+        missing = [k for k in STEP_KEYS if k not in row]
+        assert not missing, missing
+    assert float(first["rollout/tool_calls_per_episode"]) == 1.0
+    assert float(second["rollout/tool_calls_per_episode"]) == 0.0
+    assert all(k in first for k in TOOL_KEYS), [k for k in TOOL_KEYS if k not in first]
+    assert not [k for k in TOOL_KEYS if k in second]  # no tool tokens: nothing to measure
+    assert float(first["adv/summary_leakage"]) == pytest.approx(0.0, abs=1e-6)  # SLCA
+    assert -1.0 <= float(first["adv/contamination"]) <= 1.0
+
+
+def test_dr_grpo_divides_by_the_response_cap_whatever_the_padding(tmp_path, monkeypatch):
+    import slca_lightning.module as module_file
+
+    seen = []  # (max_len, padded length) of every policy_loss call
+
+    def spy(logprobs, *args, **kwargs):
+        seen.append((kwargs["max_len"], logprobs.shape[1]))
+        return policy_loss(logprobs, *args, **kwargs)
+
+    monkeypatch.setattr(module_file, "policy_loss", spy)
+    cli = build(
+        tmp_path,
+        "--trainer.max_steps=2",
+        "--trainer.logger=false",
+        "--model.aggregation=dr_grpo",
+        "--data.max_new_tokens=48",
+        "--data.max_response_tokens=96",
+    )
+    cli.model.configure_model()
+    # short replies at step 0, long ones at step 1: the two batches pad to different lengths
+    cli.datamodule.engine = scripted(cli, reply_words=lambda step: 3 if step == 0 else 12)
+    cli.trainer.fit(cli.model, cli.datamodule)
+    assert {m for m, _ in seen} == {96}
+    assert len({t for _, t in seen}) == 2, seen
+
+
 @pytest.mark.parametrize(
     "router",
     [
@@ -180,12 +277,55 @@ def test_router_switches_from_the_command_line(tmp_path, router):
         run=False,
     )
     assert type(cli.model.router).__name__ == router.rsplit(".", 1)[1]
-    if router.endswith("RLTRRouter"):
-        from slca_lightning.rewards import HierarchicalReward, RLTRReward
+    cli.trainer.fit(cli.model, cli.datamodule)  # the default reward head serves every router
+    assert cli.trainer.global_step == 1
 
-        cli.model.reward_head = HierarchicalReward(extra_channels=[RLTRReward()])
+
+def quickstart(tmp_path, *extra: str):
+    """configs/quickstart.yaml as shipped, made small (tiny model, 2 × 2 rollouts, 1 step)."""
+    root = Path(__file__).resolve().parents[2]
+    args = [
+        f"--config={root / 'configs/quickstart.yaml'}",
+        "--model.model=tiny",
+        f"--trainer.default_root_dir={tmp_path}",
+        "--trainer.logger=false",
+        "--trainer.max_steps=1",
+        "--trainer.enable_checkpointing=false",
+        "--trainer.enable_progress_bar=false",
+        "--data.prompts_per_step=2",
+        "--data.group_size=2",
+        "--data.max_new_tokens=16",
+        *extra,
+    ]
+    return main(args, run=False)
+
+
+def test_quickstart_switches_to_rltr_with_one_config_line(tmp_path):
+    cli = quickstart(
+        tmp_path, "--trainer.callbacks=[]", "--model.router=slca_lightning.advantages.RLTRRouter"
+    )
+    assert type(cli.model.router).__name__ == "RLTRRouter"
     cli.trainer.fit(cli.model, cli.datamodule)
     assert cli.trainer.global_step == 1
+    assert "rltr" in cli.model.last_rollout.rewards.channels
+
+
+def test_router_reading_an_unknown_channel_fails_at_fit_start(tmp_path, monkeypatch):
+    from slca_lightning.advantages import ChannelRouter, Term
+    from slca_lightning.rollout.hf_engine import HFEngine
+
+    generated = []
+    monkeypatch.setattr(HFEngine, "generate", lambda self, *a, **k: generated.append(a))
+    cli = quickstart(tmp_path)  # with its callbacks (the at-start held-out eval among them)
+    cli.model.router = ChannelRouter({"tool": [Term("mystery")], "summary": []})
+    with pytest.raises(ValueError) as err:
+        cli.trainer.fit(cli.model, cli.datamodule)
+    message = str(err.value)
+    assert "model.router ChannelRouter reads reward channel(s) ['mystery']" in message
+    assert "HierarchicalReward does not produce" in message
+    assert "extra_channels:" in message and "# with name: mystery" in message
+    assert cli.trainer.global_step == 0 and cli.datamodule.batches_served == 0
+    assert not generated  # failed before any rollout
 
 
 def test_lora_fit_trains_only_the_adapter_and_uses_the_base_as_reference(tmp_path):

@@ -14,15 +14,19 @@ import torch
 from slca_lightning.rewards import (
     ActionReward,
     ChannelReward,
+    GoldCoverageVerifier,
     HierarchicalReward,
     JudgeRequest,
     JudgeVerdict,
+    RewardHead,
     RLTRReward,
     RuleJudge,
     SummaryJudge,
+    check_channels,
     check_finite,
     validate_reward_output,
 )
+from slca_lightning.testing.rewards import TokenParityReward
 from slca_lightning.tools.parsing import parse_tool_calls
 from slca_lightning.types import Episode, RewardOutput, Task, ToolCall, ToolResult
 
@@ -281,20 +285,23 @@ def test_process_weights_are_used_and_checked_at_construction():
         HierarchicalReward(process_weights={"fmt": 1.0})
 
 
-def test_extra_channels_default_to_action_and_can_be_replaced():
+def test_extra_channels_default_to_action_and_rltr_and_can_be_replaced():
     eps = [perfect_episode()]
-    assert set(HierarchicalReward(judge=StubJudge())(eps).channels) == {
-        "tool",
-        "summary",
-        "total",
-        "action",
-    }
-    out = HierarchicalReward(judge=StubJudge(), extra_channels=[RLTRReward()])(eps)
-    assert set(out.channels) == {"tool", "summary", "total", "rltr"}
+    head = HierarchicalReward(judge=StubJudge())
+    out = head(eps)
+    assert set(out.channels) == {"tool", "summary", "total", "action", "rltr"}
+    assert head.channel_names == set(out.channels)  # known without running the head
+    assert values(out, "channels", "action") == [1.0]
     assert values(out, "channels", "rltr") == [1.0]
     assert {"rltr_comp", "rltr_repeat", "rltr_error"} <= set(out.components)
-    out = HierarchicalReward(judge=StubJudge(), extra_channels=[])(eps)
-    assert set(out.channels) == {"tool", "summary", "total"}
+    # the default RLTR verifier is the offline gold-coverage rule, not a model call
+    (rltr,) = [c for c in head.extra_channels if c.name == "rltr"]
+    assert isinstance(rltr.verifier, GoldCoverageVerifier)
+    head = HierarchicalReward(judge=StubJudge(), extra_channels=[RLTRReward()])
+    out = head(eps)
+    assert set(out.channels) == head.channel_names == {"tool", "summary", "total", "rltr"}
+    head = HierarchicalReward(judge=StubJudge(), extra_channels=[])
+    assert set(head(eps).channels) == head.channel_names == {"tool", "summary", "total"}
     with pytest.raises(ValueError, match="clashes"):
         HierarchicalReward(extra_channels=[ActionReward(name="total")])
 
@@ -345,3 +352,31 @@ def test_empty_batch_gives_empty_tensors():
     out = HierarchicalReward(judge=StubJudge())([])
     assert out.channels["total"].shape == (0,)
     assert out.flags["omitted"].shape == (0,)
+
+
+def test_check_channels_names_the_router_the_missing_channels_and_the_config():
+    from slca_lightning.advantages import ChannelRouter, RLTRRouter, SLCARouter, Term
+
+    check_channels(HierarchicalReward(), RLTRRouter())  # the default head serves every preset
+    check_channels(TokenParityReward(), SLCARouter())
+    with pytest.raises(ValueError) as err:
+        check_channels(HierarchicalReward(extra_channels=[ActionReward()]), RLTRRouter())
+    msg = str(err.value)
+    assert "RLTRRouter reads reward channel(s) ['rltr']" in msg
+    assert "it produces ['action', 'summary', 'tool', 'total']" in msg
+    assert msg.endswith(
+        "extra_channels:\n"
+        "        - class_path: slca_lightning.rewards.ActionReward\n"
+        "        - class_path: slca_lightning.rewards.RLTRReward"
+    )
+    mystery = ChannelRouter({"tool": [Term("mystery")], "summary": []})
+    with pytest.raises(ValueError, match=r"ChannelRouter reads reward channel\(s\) \['mystery'\]"):
+        check_channels(HierarchicalReward(), mystery)
+    with pytest.raises(ValueError, match=r"TokenParityReward does not produce"):
+        check_channels(TokenParityReward(), RLTRRouter())
+
+    class Opaque(RewardHead):  # channel_names unknown: not checked
+        def __call__(self, episodes):
+            raise AssertionError("never run by the check")
+
+    check_channels(Opaque(), mystery)

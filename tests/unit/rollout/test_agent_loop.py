@@ -7,7 +7,9 @@ environment side — masks, glue, caps, error observations — is tested determi
 import json
 
 import pytest
+import torch
 
+from slca_lightning.rewards import HierarchicalReward
 from slca_lightning.rollout.agent_loop import AgentLoop, RenderMismatchError, middle_cut
 from slca_lightning.rollout.collate import collate_episodes
 from slca_lightning.rollout.engine import SamplingConfig
@@ -141,16 +143,122 @@ def test_turn_cap_and_length_cap_end_episodes(tok):
     )
     (ep,) = loop.run([make_task()])
     assert ep.finish_reason == "length" and ep.truncated and ep.tool_results == [[]]
+    assert loop.stats["cut_tool_calls"] == 1 and loop.stats["tool_calls"] == 0
     check_mask_invariants(tok, ep)
     batch = collate_episodes([ep], tok.pad_token_id)
     assert bool(batch.truncated[0]) and int(batch.assistant_mask.sum()) == 8
 
 
-def test_empty_generation_is_a_defined_final_turn(tok):
-    loop = loop_for(tok, [""])
+def other_task():
+    task = make_task()
+    task.task_id, task.question = "t1", "What is 4+4?"
+    task.messages = [task.messages[0], {"role": "user", "content": task.question}]
+    return task
+
+
+def test_empty_generation_ends_its_episode_with_a_defined_reward_and_is_counted(tok):
+    eos = tok.eos_token
+    sim = SchemaGuidedSimulator(PythonBackend({"add": lambda a, b: {"sum": a + b}}), timeout_s=None)
+
+    def script(context, turn):  # t0 ends its first turn at once; t1 calls, then replies
+        if "4+4" in context:
+            return [call(4, 4), "The sum is 8." + eos][min(turn, 1)]
+        return eos
+
+    # an immediate end of turn (the sampled ids are just EOS) beside a normal episode
+    loop = AgentLoop(ScriptedEngine(tok, script), tok, sim, SamplingConfig(max_new_tokens=50))
+    empty, normal = loop.run([make_task(), other_task()])
+    assert empty.response_ids == [tok.eos_token_id] and empty.assistant_mask == [True]
+    assert empty.finish_reason == "stop" and empty.final_reply == "" and empty.tool_results == [[]]
+    assert normal.finish_reason == "stop" and normal.final_reply == "The sum is 8."
+    assert normal.tool_results[0][0].content == '{"sum":8}'  # the batch carried on
+    assert loop.stats["empty_generations"] == 1
+    check_mask_invariants(tok, empty)
+    out = HierarchicalReward()([empty, normal])
+    # no call where the gold needs one: the omission guard
+    assert out.flags["omitted"].tolist() == [True, False]
+    assert out.channels["tool"][0] == 0.0 and out.channels["total"][0] == -0.5
+    assert out.channels["summary"][0] == -0.5 and out.channels["rltr"][0] == 0.0
+    # an empty reply after a tool round: the call is scored, the reply gets 0 unjudged
+    loop = loop_for(tok, [call(2, 3), ""], render_check="strict")
     (ep,) = loop.run([make_task()])
-    assert ep.finish_reason == "stop" and ep.final_reply == ""
-    assert loop.stats["empty_generations"] == 0 or ep.assistant_mask.count(True) >= 0
+    assert ep.finish_reason == "stop" and ep.final_reply == "" and len(ep.tool_results) == 2
+    assert loop.stats["empty_generations"] == 1
+    check_mask_invariants(tok, ep)
+    out = HierarchicalReward()([ep])
+    assert out.channels["summary"].tolist() == [0.0] and not out.flags["judge_called"][0]
+    assert out.channels["tool"].tolist() == [1.0] and out.channels["total"].tolist() == [1.0]
+    # an engine that returns no token at all (reported as a cap hit): truncated, counted
+    loop = AgentLoop(ScriptedEngine(tok, lambda c, t: ""), tok, sim, SamplingConfig())
+    (ep,) = loop.run([make_task()])
+    assert ep.response_ids == [] and ep.assistant_texts == [""] and ep.tool_results == [[]]
+    assert ep.finish_reason == "length" and loop.stats["empty_generations"] == 1
+    assert HierarchicalReward()([ep]).channels["total"].tolist() == [-0.5]
+
+
+def test_generation_cut_inside_a_tool_call_after_a_round_is_defined_and_counted(tok):
+    cut = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": ' + "2" * 300
+    loop = loop_for(tok, [call(2, 3), cut], max_new=60, render_check="strict")
+    (ep,) = loop.run([make_task()])
+    # the first call ran; the cut one is never executed and gets no observation
+    assert [[r.content for r in t] for t in ep.tool_results] == [['{"sum":5}'], []]
+    assert ep.finish_reason == "length" and ep.truncated
+    assert loop.stats["cut_tool_calls"] == 1 and loop.stats["tool_calls"] == 1
+    assert loop.stats["finish/length"] == 1
+    check_mask_invariants(tok, ep)
+    out = HierarchicalReward()([ep])
+    assert all(bool(torch.isfinite(v).all()) for v in out.channels.values())
+    assert out.channels["rltr"].tolist() == [-1.0]  # RLTR: malformed (unclosed) output
+    assert not out.flags["omitted"][0]  # a call was made: no omission penalty
+
+
+def test_mask_matches_the_sampled_ids_after_every_tool_round(tok):
+    """After each tool round (and at every turn cap) the mask has one entry per id, and its
+    True positions are exactly the ids the engine returned, where it returned them."""
+    parallel = "<tool_call>\n" + json.dumps(
+        [{"name": "add", "arguments": {"a": 1, "b": 1}}, {"name": "add", "arguments": {"a": 2}}]
+    )
+    turns = [parallel + "\n</tool_call>", "<tool_call>\nnot json\n</tool_call>", call(2, 3), "5."]
+    for max_turns in (1, 2, 3, 4):
+        loop = loop_for(tok, turns, max_turns=max_turns, render_check="strict")
+        sampled: list[tuple[list[int], list[int]]] = []  # (context, returned ids) per row
+        generate = loop.engine.generate
+
+        def spy(prompts, sampling, generate=generate, sampled=sampled):
+            gens = generate(prompts, sampling)
+            sampled.extend((list(p), list(g.token_ids)) for p, g in zip(prompts, gens))
+            return gens
+
+        def check(ep, sampled=sampled):
+            n = len(ep.response_ids)
+            assert len(ep.assistant_mask) == n == len(ep.logprobs)
+            expected = [False] * n
+            for context, ids in sampled:
+                k = len(context) - len(ep.prompt_ids)
+                assert context == ep.prompt_ids + ep.response_ids[:k]
+                assert ep.response_ids[k : k + len(ids)] == ids
+                expected[k : k + len(ids)] = [True] * len(ids)
+            assert ep.assistant_mask == expected
+            assert ep.logprobs == [-1.0 if m else 0.0 for m in expected]
+
+        rounds = []
+
+        def execute(episodes, histories, pending, last_turn, loop=loop, check=check, rounds=rounds):
+            AgentLoop._execute(loop, episodes, histories, pending, last_turn)
+            for ep in episodes:
+                check(ep)
+            if pending:  # a round ran: these episodes made calls this turn
+                rounds.append(sum(ep.assistant_mask.count(False) for ep in episodes))
+
+        loop.engine.generate, loop._execute = spy, execute
+        (ep,) = loop.run([make_task()])
+        check(ep)
+        assert len(sampled) == len(ep.assistant_texts) == max_turns
+        # one round per tool turn; each appended unmasked glue unless it was the last turn
+        assert len(rounds) == min(max_turns, 3)
+        grew = [now > before for before, now in zip([0, *rounds], rounds)]
+        assert grew == [turn < max_turns - 1 for turn in range(len(rounds))]
+        assert ep.finish_reason == ("stop" if max_turns == 4 else "max_turns")
 
 
 def test_groups_share_ids_and_collate_aligns_masks(tok):
