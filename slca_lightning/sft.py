@@ -6,8 +6,9 @@ conversation prefix by prefix with the tokenizer's chat template, the way
 environment message are encoded as one piece each, each assistant turn's content as its
 own piece, so SFT sees the same token boundaries the policy produces at rollout time.
 :class:`SFTDataModule` serves the synthetic suite's demonstrations
-(:func:`~slca_lightning.data.reference_answer`); :class:`SFTModule` minimises the mean NLL
-of the masked tokens.
+(:func:`~slca_lightning.data.reference_answer`) and/or Toucan-1.5M SFT rows
+(:mod:`slca_lightning.data.toucan_sft`); :class:`SFTModule` minimises the mean NLL of the
+masked tokens.
 """
 
 from __future__ import annotations
@@ -130,11 +131,18 @@ class _GroupedBatches(torch.utils.data.Sampler):
 
 
 class SFTDataModule(lightning.LightningDataModule):
-    """Right-padded batches of synthetic-suite demonstrations for :class:`SFTModule`.
+    """Right-padded batches of demonstrations for :class:`SFTModule`.
 
-    Tasks are ``SyntheticTaskGenerator(seed).generate(n_tasks)`` (for the same seed, its
-    first tasks are the RL train split), each with its
-    :func:`~slca_lightning.data.reference_answer` transcript. Batches are dicts of
+    Demonstrations are ``n_tasks`` synthetic tasks, ``SyntheticTaskGenerator(seed)
+    .generate(n_tasks)`` (for the same seed, its first tasks are the RL train split), each
+    with its :func:`~slca_lightning.data.reference_answer` transcript, plus, when
+    ``toucan_sft_path`` is set, the rows of that Toucan-1.5M SFT JSONL file (the released
+    format; :func:`~slca_lightning.data.toucan_sft.sft_messages` turns each into a chat:
+    hermes system prompt listing the row's tools, user turns, assistant turns with
+    ``<tool_call>`` blocks, tool responses). Set ``n_tasks=0`` to train on Toucan rows only.
+    A malformed row raises :class:`~slca_lightning.data.toucan_sft.ToucanSFTFormatError`
+    naming the file, the line and the field. Examples longer than ``max_tokens`` are left
+    out (counted in :attr:`skipped`). Batches are dicts of
     ``input_ids`` (LongTensor[B, T], pad id), ``attention_mask`` and ``loss_mask``
     (BoolTensor[B, T]). With ``group_by_prompt`` a batch holds tasks of one system prompt
     (the tool listing), so :class:`SFTModule` can run that shared prefix once. The
@@ -149,13 +157,19 @@ class SFTDataModule(lightning.LightningDataModule):
         seed: int = 0,
         batch_size: int = 8,
         group_by_prompt: bool = True,
+        toucan_sft_path: str | None = None,
+        toucan_limit: int | None = None,
+        max_tokens: int | None = None,
     ):
         super().__init__()
         self.tokenizer = tokenizer
         self.n_tasks, self.seed, self.batch_size = n_tasks, seed, batch_size
         self.group_by_prompt = group_by_prompt
+        self.toucan_sft_path, self.toucan_limit = toucan_sft_path, toucan_limit
+        self.max_tokens = max_tokens
         self.examples: list[tuple[list[int], list[bool]]] | None = None
         self.keys: list[str] = []
+        self.skipped = 0
 
     def connect(self, tokenizer: Any) -> None:
         """Give the tokenizer (examples are built on first use)."""
@@ -168,12 +182,28 @@ class SFTDataModule(lightning.LightningDataModule):
 
         suite = builtin_suite()
         tasks = SyntheticTaskGenerator(self.seed, suite=suite).generate(self.n_tasks)
-        first = [t.messages[0] for t in tasks]
-        self.keys = [m["content"] if m["role"] == "system" else "" for m in first]
-        return [
-            build_sft_example(self.tokenizer, t.messages + reference_answer(t, suite))
-            for t in tasks
-        ]
+        chats = [(f"task {t.task_id}", t.messages + reference_answer(t, suite)) for t in tasks]
+        if self.toucan_sft_path is not None:
+            from slca_lightning.data.toucan_sft import load_toucan_sft, sft_messages
+
+            rows = load_toucan_sft(self.toucan_sft_path, self.toucan_limit)
+            chats += [(f"{row.path}, line {row.line}", sft_messages(row)) for row in rows]
+        if not chats:
+            raise ValueError("SFTDataModule has no demonstrations: n_tasks=0 and no rows")
+        examples, self.keys, self.skipped = [], [], 0
+        for origin, chat in chats:
+            try:
+                ids, mask = build_sft_example(self.tokenizer, chat)
+            except TemplateRewriteError as exc:
+                raise TemplateRewriteError(f"{origin}: {exc}") from exc
+            if self.max_tokens is not None and len(ids) > self.max_tokens:
+                self.skipped += 1
+                continue
+            examples.append((ids, mask))
+            self.keys.append(chat[0]["content"] if chat[0]["role"] == "system" else "")
+        if not examples:
+            raise ValueError(f"every demonstration is longer than max_tokens={self.max_tokens}")
+        return examples
 
     def setup(self, stage: str | None = None) -> None:
         if self.examples is None and self.tokenizer is not None:

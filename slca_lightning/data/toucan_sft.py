@@ -65,6 +65,8 @@ class SFTTrajectory:
             ``("tool_call", ToolCall)``, ``("tool_response", text)``.
         subset: ``subset_name``.
         question: ``question``.
+        path: the file the row came from (``"<row>"`` when parsed alone).
+        line: its line number in that file.
     """
 
     uuid: str
@@ -72,6 +74,8 @@ class SFTTrajectory:
     turns: list[tuple[str, Any]] = field(default_factory=list)
     subset: str = ""
     question: str = ""
+    path: str = "<row>"
+    line: int = 1
 
 
 def _fail(path: str, line: int, where: str, what: str) -> None:
@@ -151,6 +155,8 @@ def parse_sft_row(row: Any, line: int = 1, path: str = "<row>") -> SFTTrajectory
         turns=turns,
         subset=str(row.get("subset_name") or ""),
         question=str(row.get("question") or ""),
+        path=path,
+        line=line,
     )
 
 
@@ -174,7 +180,14 @@ def load_toucan_sft(path: str | os.PathLike, limit: int | None = None) -> list[S
 
 def sft_messages(traj: SFTTrajectory) -> list[dict[str, str]]:
     """The chat to train on (see the module docstring); assistant text that precedes calls
-    shares their turn, as the policy writes it at rollout time."""
+    shares their turn, as the policy writes it at rollout time.
+
+    Raises:
+        ToucanSFTFormatError: the row has no assistant text or call (nothing to train on),
+            naming its file and line.
+    """
+    if not any(role in ("assistant", "tool_call") for role, _ in traj.turns):
+        _fail(traj.path, traj.line, "messages", "no assistant or tool_call message to train on")
     messages = [{"role": "system", "content": render_hermes_system_prompt(traj.tools)}]
     pending: list[str] = []  # assistant text and call blocks of the current turn
 

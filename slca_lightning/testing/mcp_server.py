@@ -8,7 +8,10 @@ suite's exact JSON input schema plus an output schema, so clients can read both 
     python -m slca_lightning.testing.mcp_server --http --port 8765   # streamable HTTP, /mcp
 
 ``--tools add,weather`` exposes a subset; ``--delay-ms 20`` makes every call sleep first
-(a fixed server latency for benchmarks).
+(a fixed server latency for benchmarks); ``--bad-tools`` adds the two tools of
+:data:`BAD_TOOLS`, which answer the way real servers sometimes do: ``plain_text`` returns
+plain, non-JSON text (no structured content, no output schema) and ``huge_text`` returns a
+text of ``size`` characters.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from slca_lightning.data.suite import CITIES, UNITS, builtin_suite
 
-__all__ = ["OUTPUT_SCHEMAS", "build_mcp_server", "main"]
+__all__ = ["BAD_TOOLS", "OUTPUT_SCHEMAS", "build_mcp_server", "huge_text", "main", "plain_text"]
 
 
 def _obj(**props: dict[str, Any]) -> dict[str, Any]:
@@ -49,6 +52,20 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
+def plain_text(text: str) -> str:
+    """Answer with plain text, not JSON: ``Result: <text> (plain text)``."""
+    return f"Result: {text} (plain text)"
+
+
+def huge_text(size: int) -> str:
+    """Answer with a text of exactly ``size`` characters (``0123456789`` repeated)."""
+    return ("0123456789" * (size // 10 + 1))[:size]
+
+
+#: The ``--bad-tools`` tools: name → function (unstructured text results).
+BAD_TOOLS = {"plain_text": plain_text, "huge_text": huge_text}
+
+
 def _tool(fn: Any, delay_s: float) -> Any:
     """``fn`` as an async tool (same signature) that first sleeps ``delay_s`` and reports
     a bad argument value as a ``ToolError`` (the SDK hides other exceptions' messages)."""
@@ -67,8 +84,11 @@ def _tool(fn: Any, delay_s: float) -> Any:
     return tool
 
 
-def build_mcp_server(tools: list[str] | None = None, delay_ms: float = 0.0) -> Any:
-    """An ``MCPServer`` serving ``tools`` (default: all ten) of the built-in suite."""
+def build_mcp_server(
+    tools: list[str] | None = None, delay_ms: float = 0.0, bad_tools: bool = False
+) -> Any:
+    """An ``MCPServer`` serving ``tools`` (default: all ten) of the built-in suite, plus
+    :data:`BAD_TOOLS` when ``bad_tools``."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.tools import Tool
 
@@ -90,6 +110,9 @@ def build_mcp_server(tools: list[str] | None = None, delay_ms: float = 0.0) -> A
         tool.fn_metadata.output_schema = OUTPUT_SCHEMAS[name]
         tool.fn_metadata.output_model, tool.fn_metadata.wrap_output = dict, False  # as is
         registered.append(tool)
+    for name, fn in BAD_TOOLS.items() if bad_tools else ():
+        text_tool = _tool(fn, delay_ms / 1000.0)
+        registered.append(Tool.from_function(text_tool, name=name, structured_output=False))
     return MCPServer("slca-builtin-suite", tools=registered, log_level="WARNING")
 
 
@@ -101,8 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--tools", default="", help="comma-separated subset of tool names")
     parser.add_argument("--delay-ms", type=float, default=0.0, help="sleep before each call")
+    parser.add_argument("--bad-tools", action="store_true", help="add plain_text, huge_text")
     ns = parser.parse_args(argv)
-    server = build_mcp_server([t for t in ns.tools.split(",") if t], ns.delay_ms)
+    server = build_mcp_server([t for t in ns.tools.split(",") if t], ns.delay_ms, ns.bad_tools)
     if ns.http:
         server.run("streamable-http", host=ns.host, port=ns.port)
     else:

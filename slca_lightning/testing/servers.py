@@ -296,10 +296,13 @@ class MCPHTTPServer(ChildServer):
     Args:
         tools: subset of tool names (None: all).
         delay_ms: fixed latency per call.
+        bad_tools: also serve ``plain_text`` and ``huge_text`` (non-JSON and huge results).
     """
 
-    def __init__(self, tools: list[str] | None = None, delay_ms: float = 0.0) -> None:
-        args = ["--http", "--delay-ms", str(delay_ms)]
+    def __init__(
+        self, tools: list[str] | None = None, delay_ms: float = 0.0, bad_tools: bool = False
+    ) -> None:
+        args = ["--http", "--delay-ms", str(delay_ms)] + (["--bad-tools"] if bad_tools else [])
         super().__init__(
             "slca_lightning.testing.mcp_server",
             args + (["--tools", ",".join(tools)] if tools else []),

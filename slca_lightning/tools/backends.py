@@ -148,7 +148,8 @@ class LLMBackend(ToolBackend):
             {"role": "user", "content": "\n\n".join(parts)},
         ]
 
-    def _call_seed(self, call: ToolCall, task: Task) -> int | None:
+    def call_seed(self, call: ToolCall, task: Task) -> int | None:
+        """The sampling seed of ``call`` (None when ``seed`` is None; see the class)."""
         if self.seed is None:
             return None
         key = f"{self.seed}|{call.name}|{canonical_arguments(call.arguments)}"
@@ -160,8 +161,14 @@ class LLMBackend(ToolBackend):
             self.build_messages(call, schema),
             temperature=self.temperature,
             max_tokens=self.max_tokens,
-            seed=self._call_seed(call, task),
+            seed=self.call_seed(call, task),
         )
+        return self.postprocess(reply)
+
+    @staticmethod
+    def postprocess(reply: str) -> str:
+        """The observation in a raw reply: :func:`extract_tool_response`, then compact
+        JSON when it parses as an object or a list (raises ``ValueError`` when empty)."""
         content = extract_tool_response(reply)
         try:
             parsed = json.loads(content)

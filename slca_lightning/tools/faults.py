@@ -12,8 +12,16 @@ not on thread scheduling. With ``u`` that number:
 - otherwise the wrapped backend answers.
 
 The simulator retries injected exceptions like real ones but counts them apart
-(``injected_faults``), never caches an injected malformed payload, and the injector counts
-what it injected in :attr:`FaultInjector.stats`.
+(``injected_faults``), and the injector counts what it injected in
+:attr:`FaultInjector.stats` (and per call in :meth:`FaultInjector.call_outcomes`).
+
+Faults and the simulator's cache: a fault is not a tool response, so it is never cached
+(an exception never is; an injected malformed payload is recognised by its type). Only a
+real response from the wrapped backend is stored. A rerun on the same cache (same seed,
+same calls) therefore makes no backend call for any call that got a real response in an
+earlier run, and calls the backend again, drawing faults afresh, for the calls that only
+ever saw faults. Its observations can differ from the first run's where that run saw a
+fault before the call's first real response (the rerun gets the cached response at once).
 """
 
 from __future__ import annotations
@@ -67,6 +75,8 @@ class FaultInjector(ToolBackend):
     ``injected_malformed``, ``passed`` (attempts handed to the wrapped backend).
     """
 
+    _OUTCOMES = ("injected_timeouts", "injected_server_errors", "injected_malformed", "passed")
+
     def __init__(
         self,
         backend: ToolBackend,
@@ -85,16 +95,8 @@ class FaultInjector(ToolBackend):
         self.timeout_sleep_s = timeout_sleep_s
         self._lock = threading.Lock()
         self._seen: dict[str, int] = {}
-        self.stats = dict.fromkeys(
-            (
-                "attempts",
-                "injected_timeouts",
-                "injected_server_errors",
-                "injected_malformed",
-                "passed",
-            ),
-            0,
-        )
+        self._outcomes: dict[tuple[str, str], dict[str, int]] = {}
+        self.stats = dict.fromkeys(("attempts", *self._OUTCOMES), 0)
 
     def draw(self, call: ToolCall) -> float:
         """The uniform number in [0, 1) for this attempt of ``call`` (advances its count)."""
@@ -106,25 +108,34 @@ class FaultInjector(ToolBackend):
         digest = hashlib.sha256(f"{self.seed}|{key}|{n}".encode()).digest()
         return int.from_bytes(digest[:8], "big") / 2**64
 
-    def _bump(self, key: str) -> None:
+    def call_outcomes(self) -> dict[tuple[str, str], dict[str, int]]:
+        """Per call ``(tool, canonical arguments)``: how many of its attempts ended in each
+        outcome (the :attr:`stats` keys but ``attempts``; zeros left out)."""
+        with self._lock:
+            return {key: dict(counts) for key, counts in self._outcomes.items()}
+
+    def _bump(self, key: str, call: ToolCall) -> None:
         with self._lock:
             self.stats[key] += 1
+            name = (call.name, canonical_arguments(call.arguments))
+            counts = self._outcomes.setdefault(name, {})
+            counts[key] = counts.get(key, 0) + 1
 
     def execute(self, call: ToolCall, schema: dict[str, Any] | None, task: Task) -> str:
         """The wrapped backend's answer, or an injected fault (see the class docstring)."""
         u = self.draw(call)
         if u < self.timeout_rate:
-            self._bump("injected_timeouts")
+            self._bump("injected_timeouts", call)
             if self.timeout_sleep_s > 0:
                 time.sleep(self.timeout_sleep_s)
             raise InjectedTimeout(f"injected timeout for {call.name}")
         u -= self.timeout_rate
         if u < self.server_error_rate:
-            self._bump("injected_server_errors")
+            self._bump("injected_server_errors", call)
             raise InjectedServerError(f"injected server error (500) for {call.name}")
         u -= self.server_error_rate
         if u < self.malformed_rate:
-            self._bump("injected_malformed")
+            self._bump("injected_malformed", call)
             return InjectedMalformed('{"result": "trunc')
-        self._bump("passed")
+        self._bump("passed", call)
         return self.backend.execute(call, schema, task)

@@ -1,18 +1,24 @@
-"""Simulator fidelity: the same calls through a simulator backend and a real backend.
+"""Simulator fidelity: the same calls through the simulator and through a real backend.
 
 The calls are the gold calls of the built-in synthetic tasks (``--n`` of them, from
-``--seed``). The simulator under test is by default METHOD §7's LLM simulator
+``--seed``). The simulated side is what the policy sees at rollout time: the calls go
+through :class:`~slca_lightning.tools.sgls.SchemaGuidedSimulator` (argument validation,
+the backend with retries, output-schema checks; no cache, so every call is measured) over
+the backend under test. That backend is by default METHOD §7's LLM simulator
 (:class:`~slca_lightning.tools.backends.LLMBackend`) on the tiny model in-process
 (``EngineChatBackend``), or any ``ToolBackend`` given by class path (``--simulator`` with
-``--simulator-args`` as JSON; nested ``{"class_path", "init_args"}`` dicts are built too).
-The real backend is the built-in Python tools (``--real python``) or an MCP server
+``--simulator-args`` as JSON; nested ``{"class_path", "init_args"}`` dicts are built too;
+a ``SchemaGuidedSimulator`` class path is used as configured). The real side is the ground
+truth, called directly: the built-in Python tools (``--real python``) or an MCP server
 (``--mcp-command "python -m slca_lightning.testing.mcp_server"`` or ``--mcp-url``).
 
-Printed as a Markdown table: how many simulated responses are JSON objects and valid
+Printed as a Markdown table: how many simulated observations are JSON objects and valid
 against the tool's output schema (the MCP server's ``outputSchema``, else the built-in
-tools' known output schemas), exact agreement (equal JSON values), key-level agreement
-(same top-level keys) and value agreement (share of the real response's keys whose value
-the simulator got right), plus errors on either side.
+tools' known output schemas; the simulator enforces it too, so an invalid response ends as
+a simulator error), exact agreement (equal JSON values), key-level agreement (same
+top-level keys) and value agreement (share of the real response's keys whose value the
+simulator got right), plus errors on either side. The summary also holds the simulator's
+``sim_output_invalid``, ``sim_retries`` and ``sim_backend_calls`` counters.
 
     python -m slca_lightning.tools.fidelity --n 20
 """
@@ -20,6 +26,7 @@ the simulator got right), plus errors on either side.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import math
@@ -27,11 +34,24 @@ import shlex
 import sys
 from typing import Any
 
-from slca_lightning.tools.schema import validate_arguments
-from slca_lightning.tools.sgls import ToolBackend, output_schema
+from slca_lightning.tools.schema import index_schemas, validate_arguments
+from slca_lightning.tools.sgls import (
+    SchemaGuidedSimulator,
+    ToolBackend,
+    ToolSimulator,
+    output_schema,
+)
 from slca_lightning.types import Task, ToolCall
 
-__all__ = ["build", "compare", "gold_calls", "main", "markdown_table", "run_fidelity"]
+__all__ = [
+    "as_simulator",
+    "build",
+    "compare",
+    "gold_calls",
+    "main",
+    "markdown_table",
+    "run_fidelity",
+]
 
 
 def build(spec: Any) -> Any:
@@ -117,18 +137,54 @@ def _execute(backend: ToolBackend, call: ToolCall, schema: Any, task: Task) -> s
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
+def as_simulator(
+    simulator: ToolBackend | ToolSimulator,
+    max_retries: int = 2,
+    retry_backoff_s: float = 0.0,
+    timeout_s: float | None = 60.0,
+) -> ToolSimulator:
+    """``simulator`` as is when it is a :class:`ToolSimulator`, else a
+    :class:`SchemaGuidedSimulator` over it (cache off, so every call is measured)."""
+    if isinstance(simulator, ToolSimulator):
+        return simulator
+    return SchemaGuidedSimulator(
+        simulator,
+        cache=False,
+        max_retries=max_retries,
+        retry_backoff_s=retry_backoff_s,
+        timeout_s=timeout_s,
+        max_workers=1,
+    )
+
+
+def _with_schemas(task: Task, schemas: dict[str, dict[str, Any]]) -> Task:
+    """``task`` whose tools carry the schemas of ``schemas`` (with their output schemas)."""
+    own = index_schemas(task.tools)
+    tools = [schemas.get(name, schema) for name, schema in own.items()]
+    return dataclasses.replace(task, tools=tools or list(schemas.values()))
+
+
 def run_fidelity(
-    simulator: ToolBackend,
+    simulator: ToolBackend | ToolSimulator,
     real: ToolBackend,
     calls: list[tuple[ToolCall, Task]],
     schemas: dict[str, dict[str, Any]],
+    max_retries: int = 2,
+    retry_backoff_s: float = 0.0,
 ) -> dict[str, float]:
-    """Mean of :func:`compare` over ``calls`` plus ``n``, ``sim_errors`` and ``real_errors``.
+    """Mean of :func:`compare` over ``calls`` plus ``n``, ``sim_errors``, ``real_errors``
+    and the simulator's ``sim_output_invalid``, ``sim_retries``, ``sim_backend_calls``.
 
-    ``schemas`` maps tool name to the schema given to the simulator (its output schema,
-    when it declares one, is the one responses are validated against). Calls whose real
-    response failed are counted in ``real_errors`` and left out of the means.
+    The simulated side goes through :func:`as_simulator` (a backend is wrapped in
+    :class:`SchemaGuidedSimulator` with ``max_retries``), on a copy of each task whose tools
+    are the ``schemas`` entries (tool name → schema; its output schema, when declared, is
+    enforced by the simulator and checked by :func:`compare`). An error observation counts
+    in ``sim_errors`` and compares as a failed response. The real side is the ground truth,
+    called directly; calls whose real response failed are counted in ``real_errors`` and
+    left out of the means (and not simulated).
     """
+    sim = as_simulator(simulator, max_retries=max_retries, retry_backoff_s=retry_backoff_s)
+    before = dict(getattr(sim, "stats", {}))
     rows, sim_errors, real_errors = [], 0, 0
     for call, task in calls:
         schema = schemas.get(call.name)
@@ -136,12 +192,16 @@ def run_fidelity(
         if reference is None:
             real_errors += 1
             continue
-        simulated = _execute(simulator, call, schema, task)
-        sim_errors += simulated is None
+        result = sim(call, _with_schemas(task, schemas))
+        sim_errors += result.is_error
+        simulated = None if result.is_error else result.content
         rows.append(compare(simulated, reference, output_schema(schema)))
     keys = ("json_object", "schema_valid", "exact", "same_keys", "value_agreement")
     summary = {k: (sum(r[k] for r in rows) / len(rows) if rows else 0.0) for k in keys}
     summary.update(n=len(rows), sim_errors=sim_errors, real_errors=real_errors)
+    after = dict(getattr(sim, "stats", {}))
+    for key in ("output_invalid", "retries", "backend_calls"):
+        summary[f"sim_{key}"] = after.get(key, 0) - before.get(key, 0)
     return summary
 
 
@@ -161,7 +221,6 @@ def markdown_table(name: str, real_name: str, summary: dict[str, float]) -> str:
 def _schemas_for(real: Any) -> dict[str, dict[str, Any]]:
     from slca_lightning.data.suite import builtin_suite
     from slca_lightning.testing.mcp_server import OUTPUT_SCHEMAS
-    from slca_lightning.tools.schema import index_schemas
 
     if hasattr(real, "tool_schemas"):
         return index_schemas(real.tool_schemas())
@@ -178,10 +237,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Simulator fidelity against a real tool backend.")
     p.add_argument("--n", type=int, default=20, help="number of gold calls")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--simulator", default=None, help="class path of a ToolBackend")
+    p.add_argument(
+        "--simulator",
+        default=None,
+        help="class path of a ToolBackend (run through SGLS), or of a SchemaGuidedSimulator",
+    )
     p.add_argument("--simulator-args", default="{}", help="its init args as JSON")
     p.add_argument("--model", default="tiny", help="model of the default LLM simulator")
     p.add_argument("--max-tokens", type=int, default=96, help="reply cap of the default one")
+    p.add_argument("--max-retries", type=int, default=2, help="simulator retries per call")
+    p.add_argument("--retry-backoff-s", type=float, default=0.0, help="simulator back-off")
     p.add_argument("--real", choices=("python", "mcp"), default="python")
     p.add_argument("--mcp-command", default="python -m slca_lightning.testing.mcp_server")
     p.add_argument("--mcp-url", default=None, help="streamable-HTTP MCP endpoint instead")
@@ -216,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
 
         real, real_name = PythonBackend(), "PythonBackend (built-in tools)"
     try:
-        summary = run_fidelity(simulator, real, gold_calls(ns.n, ns.seed), _schemas_for(real))
+        calls, schemas = gold_calls(ns.n, ns.seed), _schemas_for(real)
+        summary = run_fidelity(simulator, real, calls, schemas, ns.max_retries, ns.retry_backoff_s)
     finally:
         if hasattr(real, "close"):
             real.close()

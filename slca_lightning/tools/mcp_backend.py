@@ -11,6 +11,12 @@ the OpenAI function form tasks use, with the server's ``outputSchema`` kept as
 Errors raise, so SGLS retries and counts them: :class:`MCPToolError` for a result with
 ``isError``, :class:`MCPTimeout` past ``timeout_s``, :class:`MCPTransportError` when the
 session cannot be opened or breaks (the next call opens a fresh session).
+
+Results are returned as the server sent them (plain, non-JSON text included: SGLS rejects
+it only when the tool declares an output schema), but bounded: an observation longer than
+``max_result_chars`` is cut to that length, ending with a ``[truncated ...]`` note, and
+counted in ``mcp_truncated``. The cap bounds what reaches the policy and the caches, not
+the memory the SDK uses to receive the message.
 """
 
 from __future__ import annotations
@@ -66,9 +72,13 @@ class MCPBackend(ToolBackend):
         result_path: keys to follow inside ``structuredContent`` (τ²:
             ``["tau2_tool_message", "content"]``); the output schema is then dropped.
         stderr_path: file for the stdio server's stderr (None: this process's stderr).
+        max_result_chars: cap on an observation's length (the default matches
+            ``OpenAIBackend.max_reply_chars``); a longer result is truncated (see the module
+            docstring). None: no cap.
 
     :attr:`stats`: ``mcp_calls``, ``mcp_tool_errors``, ``mcp_timeouts``,
-    ``mcp_transport_errors``, ``mcp_sessions`` (sessions opened).
+    ``mcp_transport_errors``, ``mcp_truncated`` (results cut to ``max_result_chars``),
+    ``mcp_sessions`` (sessions opened).
     """
 
     def __init__(
@@ -86,6 +96,7 @@ class MCPBackend(ToolBackend):
         task_argument: str | None = None,
         result_path: list[str] | None = None,
         stderr_path: str | None = None,
+        max_result_chars: int | None = 200_000,
     ) -> None:
         if (command is None) == (url is None):
             raise ValueError("MCPBackend needs exactly one of command (stdio) or url (HTTP)")
@@ -99,9 +110,16 @@ class MCPBackend(ToolBackend):
         self.hidden_arguments = hidden | ({task_argument} if task_argument else set())
         self.result_path = list(result_path or [])
         self.stderr_path = stderr_path
+        if max_result_chars is not None and max_result_chars < _MIN_RESULT_CHARS:
+            raise ValueError(
+                f"MCPBackend max_result_chars must be ≥ {_MIN_RESULT_CHARS} (room for the "
+                f"truncation note) or None, got {max_result_chars}"
+            )
+        self.max_result_chars = max_result_chars
         self.stats = dict.fromkeys(
             ("mcp_calls", "mcp_tool_errors", "mcp_timeouts", "mcp_transport_errors"), 0
         )
+        self.stats["mcp_truncated"] = 0
         self.stats["mcp_sessions"] = 0
         self._lock = threading.RLock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -258,7 +276,8 @@ class MCPBackend(ToolBackend):
 
     def execute(self, call: ToolCall, schema: dict[str, Any] | None, task: Task) -> str:
         """Call the tool on the server; the observation is its structured content as
-        compact JSON (followed along ``result_path``), else its text content joined."""
+        compact JSON (followed along ``result_path``), else its text content joined, cut
+        to ``max_result_chars`` (see the module docstring)."""
         arguments = dict(call.arguments) if isinstance(call.arguments, dict) else {}
         arguments.update(self.fixed_arguments)
         if self.task_argument:
@@ -283,7 +302,21 @@ class MCPBackend(ToolBackend):
                     f"{self.result_path}"
                 )
             value = value[key]
-        return text if value is None else to_observation(value)
+        return self._bounded(text if value is None else to_observation(value))
+
+    def _bounded(self, observation: str) -> str:
+        """``observation`` cut to ``max_result_chars`` (a note included), counted."""
+        cap = self.max_result_chars
+        if cap is None or len(observation) <= cap:
+            return observation
+        self._bump("mcp_truncated")
+        note = f"\n[truncated: the result had {len(observation)} chars; showing the first "
+        note += "{}]"
+        keep = cap - len(note.format(cap))
+        return observation[:keep] + note.format(keep)
+
+
+_MIN_RESULT_CHARS = 128
 
 
 def _has_fileno(stream: Any) -> bool:

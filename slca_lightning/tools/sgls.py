@@ -28,8 +28,9 @@ For each call :class:`SchemaGuidedSimulator` does, in order:
    counts ``output_invalid`` and is retried like an exception, then becomes an
    ``output_invalid`` error observation naming the problems.
 
-Departures from the reference, all optional: the cache (on by default; errors are never
-cached), strict schema checks (off by default) and the deadline covering retries.
+Departures from the reference, all optional: the cache (on by default; it stores only real
+responses: neither errors nor injected faults, see :mod:`slca_lightning.tools.faults`),
+strict schema checks (off by default) and the deadline covering retries.
 ``use_schema=False`` is the paper's "w/o SGLS" ablation (config:
 ``data.simulator.init_args.use_schema: false``): no argument or output validation and no
 schema for the backend. The simulator never raises; every outcome is a :class:`ToolResult` with its
@@ -43,10 +44,10 @@ import itertools
 import json
 import threading
 import time
-from abc import ABC, abstractmethod
 from collections import deque
 from typing import Any, Literal
 
+from slca_lightning.tools.base import ToolBackend, ToolSimulator, to_observation
 from slca_lightning.tools.schema import (
     canonical_arguments,
     index_schemas,
@@ -86,14 +87,6 @@ def unknown_tool_message(name: str) -> str:
     return f"Tool '{name}' not found in the current available tools set."
 
 
-def to_observation(value: Any) -> str:
-    """A string as is; anything else as compact JSON (``ensure_ascii=False``, ``str`` for
-    what JSON cannot encode)."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
 def output_schema(schema: Any) -> dict[str, Any] | None:
     """The tool's declared output JSON Schema (``output_schema`` / ``outputSchema``, in the
     function part or at the top level), or None."""
@@ -114,34 +107,6 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(1, min(len(ordered), -(-len(ordered) * q // 100)))
     return float(ordered[int(rank) - 1])
-
-
-class ToolSimulator(ABC):
-    """Turns one tool call of a task into the observation the policy sees."""
-
-    @abstractmethod
-    def __call__(self, call: ToolCall, task: Task) -> ToolResult:
-        """Answer ``call``; bad calls give an error observation, never an exception."""
-
-    def simulate_batch(self, calls: list[tuple[ToolCall, Task]]) -> list[ToolResult]:
-        """Answer several calls, one result per call, in order (default: sequentially)."""
-        return [self(call, task) for call, task in calls]
-
-
-class ToolBackend(ABC):
-    """Produces the observation text for a call that passed validation."""
-
-    @abstractmethod
-    def execute(self, call: ToolCall, schema: dict[str, Any] | None, task: Task) -> str:
-        """Return the observation for ``call``.
-
-        Args:
-            call: the validated call.
-            schema: the tool's schema, or None (unknown schema or the "w/o SGLS" ablation).
-            task: the task the call belongs to.
-
-        May raise: the simulator retries, then turns the exception into an observation.
-        """
 
 
 class SchemaGuidedSimulator(ToolSimulator):
@@ -311,7 +276,7 @@ class SchemaGuidedSimulator(ToolSimulator):
                 return ToolResult(call=call, content=hit)
         deadline = None if self.timeout_s is None else start + self.timeout_s
         result = self._run_backend(call, schema, task, deadline)
-        injected = type(result.content).__name__ == "InjectedMalformed"
+        injected = _injected(result.content)
         result.content = str(result.content)
         if self.cache and not result.is_error and not injected:
             self._cache.put(key, result.content)
@@ -392,10 +357,11 @@ class _DeadlineExceeded(Exception):
     is retried like any other backend exception)."""
 
 
-def _injected(exc: BaseException | None) -> bool:
-    from slca_lightning.tools.faults import InjectedFault
+def _injected(value: Any) -> bool:
+    """Whether ``value`` (an exception or a payload) was made by a FaultInjector on purpose."""
+    from slca_lightning.tools.faults import InjectedFault, InjectedMalformed
 
-    return isinstance(exc, InjectedFault)
+    return isinstance(value, (InjectedFault, InjectedMalformed))
 
 
 def _error_json(error: Any) -> str:

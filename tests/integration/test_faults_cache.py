@@ -1,4 +1,9 @@
-"""20 CPU steps through the CLI under 10% injected faults, then a cached rerun.
+"""20 CPU steps through the CLI under 10% injected faults, then cached reruns.
+
+Cache semantics with faults on: a fault is not a tool response, so it is never cached; a
+rerun on the disk cache makes zero backend calls for every call that got a real response
+in the first run, and calls the backend (drawing faults again) only for calls that saw
+nothing but faults.
 
 Real parts: LightningCLI (the simulator comes from a YAML config as a user writes it),
 Trainer, the agent loop, SchemaGuidedSimulator with its SQLite cache, FaultInjector around
@@ -15,6 +20,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from slca_lightning.cli import main
@@ -119,8 +125,17 @@ def sim_totals(root: Path) -> dict[str, float]:
     return totals
 
 
-def test_twenty_steps_under_ten_percent_faults_lose_no_step_and_log_the_faults(tmp_path):
-    cli, root = run(tmp_path, "faults", fault_rate=0.10)
+@pytest.fixture(scope="module")
+def faulted(tmp_path_factory):
+    """The 20-step run under 10% faults, with a disk cache (shared by two tests)."""
+    tmp_path = tmp_path_factory.mktemp("faults")
+    cache = tmp_path / "sim_cache.sqlite"
+    cli, root = run(tmp_path, "faults", fault_rate=0.10, cache_path=cache)
+    return cli, root, tmp_path, cache
+
+
+def test_twenty_steps_under_ten_percent_faults_lose_no_step_and_log_the_faults(faulted):
+    cli, root, _, _ = faulted
     assert cli.trainer.global_step == 20
     sim = cli.datamodule.simulator
     injector = sim.backend
@@ -149,4 +164,22 @@ def test_a_second_identical_run_on_the_disk_cache_makes_no_backend_call(tmp_path
     assert sim.stats["calls"] == first.datamodule.simulator.stats["calls"] > 0
     assert sim.backend.stats["attempts"] == 0 and sim.stats["backend_calls"] == 0
     assert sim.stats["cache_hits"] == sim.stats["calls"]
+    assert sim_totals(root)["sim/cache_disk_hits"] > 0
+
+
+def test_a_rerun_under_faults_calls_the_backend_only_for_calls_never_answered(faulted):
+    first, _, tmp_path, cache = faulted
+    outcomes = first.datamodule.simulator.backend.call_outcomes()
+    answered = {key for key, counts in outcomes.items() if counts.get("passed")}
+    faulted_keys = {key for key, counts in outcomes.items() if set(counts) - {"passed"}}
+    assert answered and answered & faulted_keys  # some calls saw a fault, then a response
+    second, root = run(tmp_path, "rerun", fault_rate=0.10, cache_path=cache)
+    sim = second.datamodule.simulator
+    assert second.trainer.global_step == 20
+    assert sim.stats["calls"] == first.datamodule.simulator.stats["calls"]
+    rerun = sim.backend.call_outcomes()
+    assert set(rerun) == set(outcomes) - answered  # nothing answered for real is asked again
+    assert sim.stats["backend_calls"] == sim.backend.stats["attempts"]
+    missed = sim.stats["calls"] - sim.stats["cache_hits"]  # max_retries=1: 1–2 attempts each
+    assert missed <= sim.stats["backend_calls"] <= 2 * missed
     assert sim_totals(root)["sim/cache_disk_hits"] > 0

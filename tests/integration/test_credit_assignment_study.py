@@ -1,0 +1,101 @@
+"""The credit-assignment study (``experiments/credit_assignment``) in its ``--quick`` form.
+
+Runs the real command in a subprocess: 5 methods × 1 seed × 2 noise levels, 2 steps each,
+on the random ``tiny`` model with tiny shapes (real CLI fits, agent loop, simulator, HierR
+with the noisy judge, routers, held-out evaluations). Its figures mean nothing; what it
+checks is that every run trains, the report has every table and plot, and that the runs
+of one seed and noise level differ only in the router (matched budgets).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDY = ROOT / "experiments" / "credit_assignment"
+sys.path.insert(0, str(STUDY))
+
+import report  # noqa: E402
+import run as study  # noqa: E402
+
+
+def _flat(tree, prefix=""):
+    out = {}
+    for k, v in tree.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and k != "router":
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def test_overlays_differ_only_in_the_router_for_one_seed_and_noise():
+    args = study.parse(["--runs", "/tmp/x"])
+    jobs = [j for j in study.jobs_for(args) if j.seed == 0 and j.noise == 0.5]
+    assert sorted(j.method for j in jobs) == sorted(study.METHODS)
+    flats = [_flat(study.overlay(j)) for j in jobs]
+    for flat in flats[1:]:
+        differ = {k for k in flat if flat[k] != flats[0][k]}
+        assert differ <= {"model.router", "trainer.default_root_dir", "trainer.logger"}, differ
+        assert "model.router" in differ
+
+
+def test_base_config_builds_through_the_cli(tmp_path):
+    from slca_lightning.cli import main
+
+    cli = main(
+        ["--config", str(STUDY / "base.yaml"), "--model.model=tiny", "--trainer.logger=false"],
+        run=False,
+    )
+    judge = cli.model.reward_head.judge
+    assert type(judge).__name__ == "NoisyJudge" and judge.judge.grounding_weight == 0.0
+    assert {c.name for c in cli.model.reward_head.extra_channels} >= {"action", "rltr"}
+
+
+def test_set_option_parses_yaml_values():
+    args = study.parse(["--set", "model.learning_rate=1e-4", "--set", "data.group_size=8"])
+    assert args.overrides == {"model.learning_rate": 1e-4, "data.group_size": 8}
+    with pytest.raises(SystemExit):
+        study.parse(["--set", "no-equals-sign"])
+
+
+def test_paired_differences_and_the_reading_on_literal_runs():
+    a = [{"seed": 0, "k": 0.5}, {"seed": 1, "k": 0.7}, {"seed": 2, "k": float("nan")}]
+    b = [{"seed": 0, "k": 0.25}, {"seed": 1, "k": 0.5}, {"seed": 2, "k": 0.1}]
+    assert report.paired(a, b, "k") == [0.25, pytest.approx(0.2)]
+    assert report.pm([0.25, 0.2]) == "0.225 ± 0.035"
+    assert report.pm([float("nan")]) == "–"
+
+
+def test_quick_study_writes_every_table_and_plot(tmp_path):
+    out = tmp_path / "REPORT.md"
+    proc = subprocess.run(
+        [sys.executable, str(STUDY / "run.py"), "--quick", "--out", str(out),
+         "--runs", str(tmp_path / "runs")],
+        capture_output=True, text=True, timeout=420, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    text = out.read_text()
+    assert "Command: `python experiments/credit_assignment/run.py --quick" in text
+    assert "10 runs (5 methods × 1 seeds × 2 noise levels), 2 steps each" in text
+    for noise in ("0", "0.5"):
+        assert f"## Judge noise σ = {noise}" in text
+        png = tmp_path / f"report_noise{noise}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for label in ("GRPO", "SLCA-GRPO", "ToolPO", "RLTR", "MT-GRPO"):
+        assert text.count(f"| {label} |") == 4  # two method tables + two call-drift tables
+    assert "## SLCA − GRPO, paired by seed" in text and "## Reading" in text
+    for run_json in (tmp_path / "runs").rglob("run.json"):
+        meta = json.loads(run_json.read_text())
+        assert meta["error"] is None and meta["gold_calls_per_episode"] > 0
+        overlay = yaml.safe_load((run_json.parent / "overlay.yaml").read_text())
+        assert overlay["model"]["router"]["class_path"] == study.METHODS[meta["method"]]
+        metrics = (run_json.parent / "logs" / "version_0" / "metrics.csv").read_text()
+        assert "eval/in_domain/tool_accuracy" in metrics and "reward/total" in metrics
