@@ -19,7 +19,9 @@ What each metric covers (``module.py`` / ``rollout/datamodule.py``):
 - ``time/old_logprobs``: 0 with one PPO epoch and one mini-batch (ratio 1, nothing run);
 - ``time/ref_logprobs``: the reference model's no-grad forward over the batch;
 - ``time/update``: forward, loss, backward, clipping, optimiser step(s);
-- ``time/step``: the sum of the five above (excludes Lightning's own loop, logging and
+- ``time/diagnostics``: the advantage-contamination and summary-leakage figures (one
+  extra router call), logged but not part of the method;
+- ``time/step``: the sum of the six above (excludes Lightning's own loop, logging and
   the collation of episodes into tensors).
 """
 
@@ -35,6 +37,7 @@ PHASES = (
     "time/generate",
     "time/tools",
     "time/reward_and_advantage",
+    "time/diagnostics",
     "time/old_logprobs",
     "time/ref_logprobs",
     "time/update",
@@ -117,6 +120,8 @@ def run(shape: FitShape, root: str) -> dict:
         "framework_fraction": statistics.median(s["time/framework_fraction"] for s in steps),
         "framework_fraction_max": max(s["time/framework_fraction"] for s in steps),
         "reward_and_advantage_ms": 1000
-        * statistics.median(s["time/reward_and_advantage"] for s in steps),
+        * statistics.median(
+            s["time/reward_and_advantage"] + s.get("time/diagnostics", 0.0) for s in steps
+        ),
         "train_tokens": statistics.median(s["train/tokens"] for s in steps),
     }

@@ -6,7 +6,8 @@
 
 1. time per phase of an ``slca fit`` step (:mod:`bench_fit`), as fractions of the step;
 2. update throughput, slca vs TRL 1.16.0 ``GRPOTrainer``, alternated (:mod:`bench_update`);
-3. framework overhead: segmenter + reward head + router time ÷ step time (:mod:`bench_fit`);
+3. framework overhead: segmenter + reward head + router (+ the contamination / leakage
+   diagnostics) time ÷ step time (:mod:`bench_fit`);
 4. peak memory, naive ÷ chunked token log-probs (:mod:`logprob_memory`, fresh subprocesses);
 5. ``HFEngine`` rollout tokens/s ÷ a bare ``model.generate`` loop, alternated
    (:mod:`bench_generation`), distinct prompts and G=4 shared prompts;
@@ -113,6 +114,7 @@ def table(
         "time/generate": "… of which generate",
         "time/tools": "… of which tools",
         "time/reward_and_advantage": "reward + segments + router",
+        "time/diagnostics": "contamination + leakage diagnostics",
         "time/old_logprobs": "old log-probs",
         "time/ref_logprobs": "reference log-probs",
         "time/update": "update (fwd, loss, bwd, step)",
@@ -141,8 +143,8 @@ def table(
         f"{upd['speedup_no_prefix']:.2f}×", "≥ 1.0",
     ))  # fmt: skip
     rows.append((
-        "3", "framework overhead (segmenter + reward head + router)",
-        f"time/reward_and_advantage ÷ time/step, same fit; median {fit['reward_and_advantage_ms']:.0f} ms/step, "
+        "3", "framework overhead (segmenter + reward head + router + diagnostics)",
+        f"(time/reward_and_advantage + time/diagnostics) ÷ time/step, same fit; median {fit['reward_and_advantage_ms']:.0f} ms/step, "
         f"max fraction {_pct(fit['framework_fraction_max'])}",
         _pct(fit["framework_fraction"]), "—", "—", "< 2 %",
     ))  # fmt: skip

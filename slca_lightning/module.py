@@ -339,6 +339,7 @@ class SLCAGRPOModule(L.LightningModule):
                 float(value.float().std(unbiased=False)) if value.numel() else 0.0
             )
         metrics.update(routed.stats)
+        t0 = time.perf_counter()
         if "tool" in segments.masks and "summary" in rewards.channels:
             c = advantage_contamination(
                 rewards.channels["summary"], routed.token_advantages, segments.masks["tool"]
@@ -357,6 +358,7 @@ class SLCAGRPOModule(L.LightningModule):
             )
             if not math.isnan(leak):
                 metrics["adv/summary_leakage"] = leak
+        metrics["time/diagnostics"] = time.perf_counter() - t0  # contamination + leakage
 
         loss_mask = batch.assistant_mask.clone()
         if hp.mask_truncated and batch.truncated is not None:
@@ -398,6 +400,7 @@ class SLCAGRPOModule(L.LightningModule):
             for k in (
                 "time/rollout",
                 "time/reward_and_advantage",
+                "time/diagnostics",
                 "time/old_logprobs",
                 "time/ref_logprobs",
                 "time/update",
@@ -405,7 +408,9 @@ class SLCAGRPOModule(L.LightningModule):
         )
         metrics["time/step"] = step_time
         if step_time > 0:
-            metrics["time/framework_fraction"] = metrics["time/reward_and_advantage"] / step_time
+            metrics["time/framework_fraction"] = (
+                metrics["time/reward_and_advantage"] + metrics["time/diagnostics"]
+            ) / step_time
         self.last_rollout = RolloutRecord(
             batch=batch,
             segments=segments,

@@ -37,6 +37,11 @@ class Term:
 class ChannelRouter(AdvantageRouter):
     """Routes normalised channel rewards to segment tokens following a table.
 
+    Statistics (``last_stats`` and ``RoutedAdvantages.stats``): per segment,
+    ``adv/<segment>/{mean,std,min,max}`` of the routed value over the rows that have that
+    segment; per channel read, ``adv/channel/<channel>/{mean,std}`` of its z-score (before
+    any weight) over the rows in its statistics.
+
     Args:
         table: segment name → list of :class:`Term` (or ``(channel, weight, presence)``
             tuples). A segment with an empty list gets advantage 0 (it does not learn).
@@ -155,6 +160,13 @@ class ChannelRouter(AdvantageRouter):
                 stats[f"adv/{seg}/std"] = float(v.std(unbiased=False))
                 stats[f"adv/{seg}/min"] = float(v.min())
                 stats[f"adv/{seg}/max"] = float(v.max())
+        for (channel, presence), zs in cache.items():  # per channel, before any weight
+            rows = torch.ones_like(any_token) if presence == "all" else any_token
+            if presence not in ("all", "any"):
+                rows = seg_present[presence].bool()
+            if bool(rows.any()):
+                stats[f"adv/channel/{channel}/mean"] = float(zs[rows].mean())
+                stats[f"adv/channel/{channel}/std"] = float(zs[rows].std(unbiased=False))
         self.last_stats = stats
         return RoutedAdvantages(token_adv, values, stats)
 

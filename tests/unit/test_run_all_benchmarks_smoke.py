@@ -64,12 +64,12 @@ def test_run_all_quick_writes_every_row(tmp_path):
     assert sorted(by_item) == ["1", "2", "3", "4", "5", "6"]
 
     phases = by_item["1"]
-    assert len(phases) == 7
+    assert len(phases) == 8
     fractions = [float(r[3].rstrip(" %")) for r in phases]
     assert all(0.0 <= f <= 100.0 for f in fractions)
-    rollout, generate, tools, reward, old, ref, update = fractions
+    rollout, generate, tools, reward, diag, old, ref, update = fractions
     assert generate + tools <= rollout + 0.1  # both are parts of the rollout
-    assert 99.0 <= rollout + reward + old + ref + update <= 101.0  # the step is their sum
+    assert 99.0 <= rollout + reward + diag + old + ref + update <= 101.0  # the step is their sum
 
     assert len(by_item["2"]) == 2
     for r in by_item["2"]:

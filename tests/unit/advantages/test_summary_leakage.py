@@ -136,3 +136,19 @@ def test_abc_route_wraps_call_for_custom_routers():
     assert isinstance(routed, RoutedAdvantages)
     assert torch.equal(routed.token_advantages, MASK.float())
     assert routed.stats == {"adv/const": 1.0}
+
+
+def test_routers_log_statistics_per_channel_read():
+    """ToolPO reads two channels (total, action): each gets its own z-score statistics,
+    besides the per-segment ones; the action z-scores of TOOL over the whole group."""
+    routed = ToolPORouter().route(rewards(), mask_run_segments(MASK), GROUPS)
+    assert {"adv/channel/total/mean", "adv/channel/action/std", "adv/tool/mean"} <= set(
+        routed.stats
+    )
+    z = (TOOL - TOOL.mean()) / (TOOL.std() + 1e-6)
+    assert routed.stats["adv/channel/action/mean"] == pytest.approx(float(z.mean()), abs=1e-6)
+    assert routed.stats["adv/channel/action/std"] == pytest.approx(
+        float(z.std(unbiased=False)), rel=1e-5
+    )
+    slca = SLCARouter().route(rewards(), mask_run_segments(MASK), GROUPS).stats
+    assert "adv/channel/action/mean" not in slca and "adv/channel/summary/mean" in slca

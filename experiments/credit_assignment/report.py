@@ -1,0 +1,451 @@
+"""Turn the study's runs into ``REPORT.md`` and the PNG learning curves.
+
+Every figure comes from the runs' own ``metrics.csv`` (what ``slca fit`` logged): held-out
+evaluations (``eval/in_domain/*``, greedy, the same tasks for every run) and the per-step
+training metrics (``reward/*``, ``adv/*``, ``rollout/*``). Means ± std are over seeds; the
+SLCA − GRPO differences are paired by seed (the same seed gives both methods the same task
+order, sampling seeds and first batch).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+EVAL = "eval/in_domain/"
+#: Held-out metrics of the final evaluation, in table order.
+FINAL = (
+    ("process", "process"),
+    ("tool_accuracy", "tool acc."),
+    ("success@0.9", "Success@0.9"),
+    ("name_f1", "Name F1"),
+    ("arg_match", "ArgMatch"),
+    ("tool_calls_per_episode", "calls/ep."),
+)
+ORDER = ("grpo", "slca", "toolpo", "rltr", "mtgrpo")
+LABEL = {
+    "grpo": "GRPO",
+    "slca": "SLCA-GRPO",
+    "toolpo": "ToolPO",
+    "rltr": "RLTR",
+    "mtgrpo": "MT-GRPO",
+}
+
+
+# ----------------------------------------------------------------------------- loading
+def _float(text: str) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def read_metrics(path: str | os.PathLike) -> tuple[dict[int, dict], dict[int, dict]]:
+    """``metrics.csv`` → (training metrics by step, held-out evaluations by step)."""
+    train: dict[int, dict] = defaultdict(dict)
+    evals: dict[int, dict] = defaultdict(dict)
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            step = int(float(row["step"]))
+            for key, text in row.items():
+                value = _float(text)
+                if key == "step" or value is None:
+                    continue
+                if key.startswith(EVAL):
+                    evals[step][key[len(EVAL) :]] = value
+                else:
+                    train[step][key] = value
+    return dict(train), dict(evals)
+
+
+def load_runs(folders: list[str]) -> list[dict]:
+    """Each run's ``run.json`` plus its metrics (``train``, ``eval``); missing runs skipped."""
+    runs = []
+    for folder in folders:
+        meta_path = Path(folder) / "run.json"
+        if not meta_path.is_file():
+            continue
+        run = json.loads(meta_path.read_text())
+        csv_path = Path(folder) / "logs" / "version_0" / "metrics.csv"
+        run["train"], run["eval"] = read_metrics(csv_path) if csv_path.is_file() else ({}, {})
+        runs.append(run)
+    return runs
+
+
+# ----------------------------------------------------------------------------- per run
+def _series(run: dict, key: str) -> list[tuple[int, float]]:
+    return sorted((s, m[key]) for s, m in run["train"].items() if key in m)
+
+
+def _third_means(series: list[tuple[int, float]]) -> tuple[float, float]:
+    """Mean of the first and of the last third of a per-step series (NaN if too short)."""
+    values = [v for _, v in series]
+    k = len(values) // 3
+    if k == 0:
+        return math.nan, math.nan
+    return statistics.fmean(values[:k]), statistics.fmean(values[-k:])
+
+
+def run_summary(run: dict, target: float, target_metric: str = "process") -> dict[str, float]:
+    """The per-run figures the report aggregates."""
+    evals = sorted(run["eval"].items())
+    out: dict[str, float] = {}
+    if evals:
+        first, last = evals[0][1], evals[-1][1]
+        for key, _ in FINAL:
+            out[f"final/{key}"] = last.get(key, math.nan)
+        out["start/tool_calls_per_episode"] = first.get("tool_calls_per_episode", math.nan)
+        out["start/tool_accuracy"] = first.get("tool_accuracy", math.nan)
+        curve = [(s, m.get(target_metric, math.nan)) for s, m in evals]
+        hit = next((s for s, a in curve if a >= target), None)
+        out["steps_to_target"] = math.nan if hit is None else float(hit)
+        out["mean_target_metric"] = statistics.fmean(a for _, a in curve)
+        out["mean_process"] = statistics.fmean(m.get("process", math.nan) for _, m in evals)
+        out["final/process"] = last.get("process", math.nan)
+        out["start/process"] = first.get("process", math.nan)
+    for key, name in (
+        ("adv/contamination", "contamination"),
+        ("adv/summary_leakage", "leakage"),
+    ):
+        values = [v for _, v in _series(run, key)]
+        out[name] = statistics.fmean(values) if values else math.nan
+    for key, name in (
+        ("rollout/tool_calls_per_episode", "train_calls"),
+        ("reward/tool", "train_tool"),
+        ("reward/summary", "train_summary"),
+        ("reward/total", "train_total"),
+    ):
+        early, late = _third_means(_series(run, key))
+        out[f"{name}/early"], out[f"{name}/late"] = early, late
+    out["gold_calls"] = run.get("gold_calls_per_episode", math.nan)
+    return out
+
+
+# ----------------------------------------------------------------------------- aggregates
+def _stats(values: list[float]) -> tuple[float, float, int]:
+    vals = [v for v in values if not math.isnan(v)]
+    if not vals:
+        return math.nan, math.nan, 0
+    return statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else 0.0, len(vals)
+
+
+def pm(values: list[float], digits: int = 3) -> str:
+    """``mean ± std`` over the non-NaN values ("–" when none)."""
+    mean, std, n = _stats(values)
+    if n == 0:
+        return "–"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def grouped(
+    runs: list[dict], target: float, target_metric: str = "process"
+) -> dict[tuple[float, str], list[dict]]:
+    """``(noise, method)`` → per-seed summaries (sorted by seed)."""
+    out: dict[tuple[float, str], list[dict]] = defaultdict(list)
+    for run in sorted(runs, key=lambda r: r["seed"]):
+        if run.get("error"):
+            continue
+        summary = run_summary(run, target, target_metric)
+        out[(run["noise"], run["method"])].append({"seed": run["seed"], **summary})
+    return dict(out)
+
+
+def paired(a: list[dict], b: list[dict], key: str) -> list[float]:
+    """Per-seed ``a[key] − b[key]`` over the seeds both have."""
+    bs = {r["seed"]: r[key] for r in b if key in r and not math.isnan(r[key])}
+    return [
+        r[key] - bs[r["seed"]] for r in a if key in r and not math.isnan(r[key]) and r["seed"] in bs
+    ]
+
+
+def _steps_cell(rows: list[dict], max_step: int) -> str:
+    hits = [r.get("steps_to_target", math.nan) for r in rows]
+    reached = [h for h in hits if not math.isnan(h)]
+    per_seed = ", ".join("–" if math.isnan(h) else f"{h:.0f}" for h in hits)
+    if not reached:
+        return f"not reached in {max_step} ({per_seed})"
+    return f"{statistics.fmean(reached):.1f} ({len(reached)}/{len(hits)}: {per_seed})"
+
+
+# ----------------------------------------------------------------------------- the report
+def method_table(
+    groups, noise: float, methods: list[str], max_step: int, target: float, metric: str
+):
+    head = ["method", f"steps to held-out {metric} ≥ {target:g}", "mean held-out process"]
+    head += [name for _, name in FINAL] + ["contamination", "summary leakage"]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for m in methods:
+        rows = groups.get((noise, m), [])
+        if not rows:
+            continue
+        cells = [LABEL[m], _steps_cell(rows, max_step), pm([r["mean_process"] for r in rows])]
+        cells += [pm([r[f"final/{k}"] for r in rows]) for k, _ in FINAL]
+        cells += [pm([r["contamination"] for r in rows]), pm([r["leakage"] for r in rows])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def calls_table(groups, noise: float, methods: list[str]):
+    head = [
+        "method",
+        "gold calls/ep. (held-out)",
+        "held-out calls/ep.: start → end",
+        "training calls/ep.: first → last third",
+        "Δ training calls/ep.",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for m in methods:
+        rows = groups.get((noise, m), [])
+        if not rows:
+            continue
+        delta = [r["train_calls/late"] - r["train_calls/early"] for r in rows]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    LABEL[m],
+                    pm([r["gold_calls"] for r in rows], 2),
+                    f"{pm([r['start/tool_calls_per_episode'] for r in rows], 2)} → "
+                    f"{pm([r['final/tool_calls_per_episode'] for r in rows], 2)}",
+                    f"{pm([r['train_calls/early'] for r in rows], 2)} → "
+                    f"{pm([r['train_calls/late'] for r in rows], 2)}",
+                    pm(delta, 2),
+                ]
+            )
+            + " |"
+        )
+    return lines
+
+
+PAIRED_KEYS = (
+    ("mean_process", "mean held-out process over the evaluations (convergence)"),
+    ("final/process", "final held-out process"),
+    ("final/tool_accuracy", "final tool acc."),
+    ("final/success@0.9", "final Success@0.9"),
+    ("final/name_f1", "final Name F1"),
+    ("final/arg_match", "final ArgMatch"),
+    ("final/tool_calls_per_episode", "final held-out calls/ep."),
+    ("train_tool/late", "training tool reward, last third"),
+)
+
+
+def paired_table(groups, noises: list[float]):
+    head = ["SLCA − GRPO (paired by seed)"] + [f"σ = {n:g}" for n in noises]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for key, name in PAIRED_KEYS:
+        cells = [name]
+        for n in noises:
+            d = paired(groups.get((n, "slca"), []), groups.get((n, "grpo"), []), key)
+            wins = sum(x > 0 for x in d)
+            cells.append(f"{pm(d)} (>0 in {wins}/{len(d)})" if d else "–")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+#: The router each method of the study uses (``run.py`` builds its overlays from this).
+ROUTERS = {
+    "grpo": "slca_lightning.advantages.GRPORouter",
+    "slca": "slca_lightning.advantages.SLCARouter",
+    "toolpo": "slca_lightning.advantages.ToolPORouter",
+    "rltr": "slca_lightning.advantages.RLTRRouter",
+    "mtgrpo": "slca_lightning.advantages.MTGRPORouter",
+}
+
+
+def constant_channels(runs: list[dict]) -> list[str]:
+    """Statements about reward channels a method reads that never varied within a batch in
+    any of its runs (``reward/<channel>_std`` = 0 at every step): z-scores of such a
+    channel are 0, so the router's terms on it add nothing."""
+    import importlib
+
+    out = []
+    for method in ORDER:
+        mine = [r for r in runs if r["method"] == method and not r.get("error") and r["train"]]
+        if not mine:
+            continue
+        module, _, name = ROUTERS[method].rpartition(".")
+        channels = sorted(getattr(importlib.import_module(module), name)().channels)
+        for ch in channels:
+            stds = [
+                m[f"reward/{ch}_std"]
+                for r in mine
+                for m in r["train"].values()
+                if f"reward/{ch}_std" in m
+            ]
+            means = {
+                round(m[f"reward/{ch}"], 6)
+                for r in mine
+                for m in r["train"].values()
+                if f"reward/{ch}" in m
+            }
+            if stds and all(x == 0.0 for x in stds):
+                value = ", ".join(f"{v:g}" for v in sorted(means))
+                out.append(
+                    f"- {LABEL[method]} reads the `{ch}` channel, which was constant ({value}) "
+                    f"at every step of its {len(mine)} runs: its terms on `{ch}` added nothing."
+                )
+    return out
+
+
+def reading(groups, noises: list[float]) -> list[str]:
+    """Statements computed from the numbers (no claim is written by hand here)."""
+    out = []
+
+    def verdict(d: list[float]) -> str:
+        mean, std, n = _stats(d)
+        if n == 0:
+            return "no paired runs"
+        se = std / math.sqrt(n) if n > 1 else math.inf
+        if n > 1 and abs(mean) > 2 * se:
+            side = "higher" if mean > 0 else "lower"
+            return f"SLCA {side} by {abs(mean):.3f} (paired mean, > 2 standard errors, n={n})"
+        return (
+            f"no detectable difference ({mean:+.3f} ± {std:.3f}, n={n}: within 2 standard errors)"
+        )
+
+    gaps = {}
+    for n in noises:
+        s, g = groups.get((n, "slca"), []), groups.get((n, "grpo"), [])
+        d = paired(s, g, "mean_process")
+        gaps[n] = _stats(d)[0]
+        out.append(f"- σ = {n:g}, convergence (mean held-out process): {verdict(d)}.")
+        out.append(
+            f"- σ = {n:g}, final held-out process: {verdict(paired(s, g, 'final/process'))}."
+        )
+        out.append(
+            f"- σ = {n:g}, final tool accuracy: {verdict(paired(s, g, 'final/tool_accuracy'))}."
+        )
+        out.append(f"- σ = {n:g}, final Name F1: {verdict(paired(s, g, 'final/name_f1'))}.")
+        leak_s = _stats([r["leakage"] for r in s])[0]
+        leak_g = _stats([r["leakage"] for r in g])[0]
+        out.append(
+            f"- σ = {n:g}, summary leakage into tool credit: SLCA {leak_s:.3f}, GRPO {leak_g:.3f}."
+        )
+        calls = paired(s, g, "train_calls/late")
+        out.append(
+            f"- σ = {n:g}, training calls/ep. in the last third (SLCA − GRPO): {verdict(calls)}."
+        )
+    if len(noises) >= 2 and all(not math.isnan(gaps[n]) for n in noises):
+        lo, hi = min(noises), max(noises)
+        grows = "grows" if gaps[hi] > gaps[lo] else "does not grow"
+        out.append(
+            f"- The SLCA − GRPO convergence gap {grows} with summary noise: "
+            f"{gaps[lo]:+.3f} at σ = {lo:g}, {gaps[hi]:+.3f} at σ = {hi:g} "
+            "(point estimates; read them with the spreads above)."
+        )
+    return out
+
+
+def plot(groups, noise: float, methods: list[str], path: str) -> None:
+    """Mean ± std over seeds per method: held-out tool accuracy, training tool reward,
+    training calls per episode, summary leakage."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (
+        ("eval", "process", "held-out process (greedy)"),
+        ("train", "reward/tool", "training tool reward (process)"),
+        ("train", "rollout/tool_calls_per_episode", "training calls / episode"),
+        ("train", "adv/summary_leakage", "summary leakage into tool credit"),
+    )
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8))
+    for ax, (kind, key, title) in zip(axes, panels):
+        for m in methods:
+            curves = groups.get((noise, m), [])
+            runs = [r for r in curves if "_run" in r]
+            if not runs:
+                continue
+            by_step: dict[int, list[float]] = defaultdict(list)
+            for r in runs:
+                source = r["_run"]["eval"] if kind == "eval" else r["_run"]["train"]
+                for s, mets in source.items():
+                    if key in mets:
+                        by_step[s].append(mets[key])
+            steps = sorted(by_step)
+            if not steps:
+                continue
+            if kind == "train":  # 3-step moving average of the per-step means
+                means = [statistics.fmean(by_step[s]) for s in steps]
+                smooth = [statistics.fmean(means[max(0, i - 2) : i + 1]) for i in range(len(means))]
+                ax.plot(steps, smooth, label=LABEL[m])
+            else:
+                mean = [statistics.fmean(by_step[s]) for s in steps]
+                std = [statistics.pstdev(by_step[s]) for s in steps]
+                ax.plot(steps, mean, marker="o", label=LABEL[m])
+                ax.fill_between(
+                    steps,
+                    [a - b for a, b in zip(mean, std)],
+                    [a + b for a, b in zip(mean, std)],
+                    alpha=0.15,
+                )
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"credit-assignment study, judge noise σ = {noise:g} (mean over seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(
+    runs: list[dict],
+    out: str,
+    command: str,
+    target: float,
+    wall_seconds: float | None,
+    quick: bool = False,
+    target_metric: str = "process",
+) -> str:
+    """Write the Markdown report (and one PNG per noise level beside it); return the text."""
+    groups = grouped(runs, target, target_metric)
+    by_key = {(r["noise"], r["method"], r["seed"]): r for r in runs}
+    for (noise, method), rows in groups.items():
+        for row in rows:
+            row["_run"] = by_key[(noise, method, row["seed"])]
+    noises = sorted({n for n, _ in groups})
+    methods = [m for m in ORDER if any(m == mm for _, mm in groups)]
+    seeds = sorted({r["seed"] for r in runs})
+    max_step = max((r["steps"] for r in runs), default=0)
+    failed = [r for r in runs if r.get("error")]
+    lines = [
+        "# Credit-assignment study: SLCA-GRPO vs GRPO, ToolPO, RLTR, MT-GRPO",
+        "",
+        f"Command: `{command}`"
+        + (" (quick: smoke settings, figures mean nothing)" if quick else ""),
+        "",
+        f"Written {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} on {platform.machine()}, "
+        f"{os.cpu_count()} cores"
+        + (f"; wall time {wall_seconds / 60:.1f} min" if wall_seconds is not None else "")
+        + f". {len(runs)} runs ({len(methods)} methods × {len(seeds)} seeds × "
+        f"{len(noises)} noise levels), {max_step} steps each"
+        + (f"; {len(failed)} FAILED: " + ", ".join(r["folder"] for r in failed) if failed else "")
+        + ". Design and how to read it: [README.md](README.md).",
+        "",
+    ]
+    for noise in noises:
+        png = Path(out).with_name(f"{Path(out).stem.lower()}_noise{noise:g}.png")
+        plot(groups, noise, methods, str(png))
+        lines += [f"## Judge noise σ = {noise:g}", ""]
+        lines += [*method_table(groups, noise, methods, max_step, target, target_metric), ""]
+        lines += [f"![curves at σ = {noise:g}]({png.name})", ""]
+    lines += ["## SLCA − GRPO, paired by seed", "", *paired_table(groups, noises), ""]
+    lines += ["## Tool-call count drift (per-segment normalisation risk)", ""]
+    for noise in noises:
+        lines += [f"σ = {noise:g}:", "", *calls_table(groups, noise, methods), ""]
+    lines += ["## Reading (computed from the tables above)", ""]
+    lines += [*constant_channels(runs), *reading(groups, noises), ""]
+    text = "\n".join(lines)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(text)
+    return text

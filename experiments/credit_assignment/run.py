@@ -1,0 +1,277 @@
+"""The credit-assignment study: five estimators × seeds × summary-noise levels, one command.
+
+::
+
+    python experiments/credit_assignment/run.py                 # the full study (< 1 h, 2 cores)
+    python experiments/credit_assignment/run.py --quick --out /tmp/ca.md   # every path, seconds
+
+Every run is ``slca fit --config experiments/credit_assignment/base.yaml`` plus a per-run
+overlay that sets only the router (the method), the judge's noise level and the seed, so
+the methods are matched: same warm start, tasks, batch, caps, optimiser and step budget,
+same reward head (HierR over a reply-only rule judge plus seeded noise, with the ToolPO and
+RLTR channels computed for everyone). Runs go through ``slca_lightning.cli.main`` in
+worker processes (``--workers``, each with ``cores / workers`` torch threads); each writes
+``<runs>/noise<σ>/<method>/seed<k>/`` (the overlay, ``metrics.csv``, a log), and
+``report.py`` turns them into the Markdown report and the PNG curves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import contextlib
+import json
+import multiprocessing
+import os
+import shlex
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+import report  # noqa: E402
+
+#: The estimators of METHOD §5, each one ``model.router`` line.
+METHODS = report.ROUTERS
+
+
+@dataclass
+class Job:
+    """One training run of the grid."""
+
+    method: str
+    noise: float
+    seed: int
+    steps: int
+    eval_every: int
+    eval_tasks: int
+    folder: str
+    overrides: dict = field(default_factory=dict)  # extra dotted settings (``--quick``)
+
+
+def _set(tree: dict, dotted: str, value) -> None:
+    keys = dotted.split(".")
+    for k in keys[:-1]:
+        tree = tree.setdefault(k, {})
+    tree[keys[-1]] = value
+
+
+def overlay(job: Job) -> dict:
+    """The per-run config layered over ``base.yaml``: router, noise, seed, budget, paths."""
+    out: dict = {}
+    settings = {
+        "seed_everything": job.seed,
+        "trainer.max_steps": job.steps,
+        "trainer.default_root_dir": job.folder,
+        "trainer.logger": [
+            {
+                "class_path": "lightning.pytorch.loggers.CSVLogger",
+                "init_args": {
+                    "save_dir": job.folder,
+                    "name": "logs",
+                    "version": 0,
+                    "flush_logs_every_n_steps": 6,
+                },
+            }
+        ],
+        "trainer.callbacks": [
+            {
+                "class_path": "callbacks.InDomainEval",
+                "init_args": {
+                    "num_tasks": job.eval_tasks,
+                    "every_n_steps": job.eval_every,
+                    "at_start": True,
+                    "at_end": True,
+                    "verbose": False,
+                    "plot_filename": None,
+                },
+            }
+        ],
+        "model.router": {"class_path": METHODS[job.method]},
+        "model.seed": job.seed,
+        "model.reward_head.init_args.judge.init_args.noise_std": job.noise,
+        "model.reward_head.init_args.judge.init_args.seed": job.seed,
+        "data.seed": job.seed,
+        **job.overrides,
+    }
+    for key, value in settings.items():
+        _set(out, key, value)
+    return out
+
+
+def run_job(job: Job) -> dict:
+    """Train one run in this process; return its summary (also written as ``run.json``)."""
+    import yaml
+
+    folder = Path(job.folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "overlay.yaml").write_text(yaml.safe_dump(overlay(job), sort_keys=False))
+    args = ["fit", "--config", str(HERE / "base.yaml"), "--config", str(folder / "overlay.yaml")]
+    t0 = time.perf_counter()
+    error = None
+    gold = None
+    with (
+        open(folder / "fit.log", "w") as log,
+        contextlib.redirect_stdout(log),
+        contextlib.redirect_stderr(log),
+    ):
+        try:
+            from slca_lightning.cli import main
+
+            cli = main(args)
+            heldout = cli.datamodule.source.heldout()[: job.eval_tasks]
+            gold = sum(sum(len(step) for step in t.gold_calls) for t in heldout) / len(heldout)
+        except Exception as exc:  # a failed run is reported, never hides the others
+            import traceback
+
+            traceback.print_exc()
+            error = f"{type(exc).__name__}: {exc}"
+    summary = {
+        **asdict(job),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "error": error,
+        "gold_calls_per_episode": gold,
+        "command": "slca " + " ".join(shlex.quote(a) for a in args),
+    }
+    (folder / "run.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def _init_worker(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def jobs_for(args) -> list[Job]:
+    """The grid, interleaved so that every method's runs are spread over the whole study."""
+    jobs = []
+    for seed in args.seeds:
+        for noise in args.noise:
+            for method in args.methods:
+                folder = Path(args.runs) / f"noise{noise:g}" / method / f"seed{seed}"
+                jobs.append(
+                    Job(
+                        method,
+                        noise,
+                        seed,
+                        args.steps,
+                        args.eval_every,
+                        args.eval_tasks,
+                        str(folder),
+                        dict(args.overrides),
+                    )
+                )
+    return jobs
+
+
+QUICK = {  # every code path once, in seconds: random tiny model, tiny shapes
+    "model.model": "tiny",
+    "data.prompts_per_step": 2,
+    "data.group_size": 2,
+    "data.max_turns": 2,
+    "data.max_new_tokens": 8,
+    "data.max_response_tokens": 32,
+    "data.tasks.init_args.n_train": 8,
+    "data.tasks.init_args.n_heldout": 4,
+}
+
+
+def parse(argv: list[str] | None = None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--noise", nargs="+", type=float, default=[0.0, 0.5])
+    p.add_argument("--steps", type=int, default=18, help="rollout batches (= optimiser steps)")
+    p.add_argument("--eval-every", type=int, default=6)
+    p.add_argument("--eval-tasks", type=int, default=32)
+    p.add_argument(
+        "--target-metric",
+        default="process",
+        help="held-out metric of 'steps to target' (process: METHOD §4.1's tool-call score; "
+        "tool_accuracy: every gold call exactly right)",
+    )
+    p.add_argument("--target", type=float, default=0.5, help="its target value")
+    p.add_argument("--workers", type=int, default=2, help="runs trained at once")
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch threads per run (default: cores / workers)"
+    )
+    p.add_argument("--runs", default="runs/credit_assignment")
+    p.add_argument("--out", default=str(HERE / "REPORT.md"))
+    p.add_argument("--quick", action="store_true", help="1 seed, 2 steps, random tiny model")
+    p.add_argument("--report-only", action="store_true", help="rebuild the report from --runs")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra dotted config setting for every run (YAML value), e.g. model.learning_rate=1e-4",
+    )
+    args = p.parse_args(argv)
+    args.overrides = dict(QUICK) if args.quick else {}
+    if args.quick:
+        args.seeds, args.steps, args.eval_every, args.eval_tasks = [0], 2, 1, 4
+    import yaml
+
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            p.error(f"--set expects KEY=VALUE, got {item!r}")
+        parsed = yaml.safe_load(value)
+        if isinstance(parsed, str):  # YAML 1.1 reads "1e-4" as a string
+            with contextlib.suppress(ValueError):
+                parsed = float(parsed)
+        args.overrides[key] = parsed
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    argv_text = " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    command = f"python experiments/credit_assignment/run.py {argv_text}".strip()
+    jobs = jobs_for(args)
+    t0 = time.perf_counter()
+    if not args.report_only:
+        if not args.quick:  # the shared warm start, trained once before the workers start
+            from slca_lightning.policy import warm_start
+
+            warm_start()
+        cores = os.cpu_count() or 1
+        workers = max(1, min(args.workers, len(jobs)))
+        threads = args.threads or max(1, cores // workers)
+        print(f"{len(jobs)} runs, {workers} workers × {threads} threads", flush=True)
+        ctx = multiprocessing.get_context("spawn")
+        with cf.ProcessPoolExecutor(workers, ctx, _init_worker, (threads,)) as pool:
+            futures = {pool.submit(run_job, job): job for job in jobs}
+            for done in cf.as_completed(futures):
+                s = done.result()
+                status = "FAILED " + s["error"] if s["error"] else "ok"
+                print(
+                    f"[{time.perf_counter() - t0:6.0f}s] {s['method']:>6} noise={s['noise']:g} "
+                    f"seed={s['seed']} {s['seconds']:.0f}s {status}",
+                    flush=True,
+                )
+    wall = time.perf_counter() - t0
+    runs = report.load_runs([j.folder for j in jobs])
+    text = report.write_report(
+        runs,
+        out=args.out,
+        command=command,
+        target=args.target,
+        target_metric=args.target_metric,
+        wall_seconds=None if args.report_only else wall,
+        quick=args.quick,
+    )
+    print(text.split("\n## ")[0][:2000])
+    failed = [r for r in runs if r["error"]]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
