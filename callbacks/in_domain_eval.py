@@ -9,6 +9,7 @@ from lightning.pytorch.callbacks import Callback
 
 from callbacks.reward_curves import plot_curves
 from slca_lightning.eval.in_domain import evaluate_in_domain, markdown_rows
+from slca_lightning.rewards.base import RewardHead
 
 __all__ = ["InDomainEval"]
 
@@ -18,7 +19,7 @@ class InDomainEval(Callback):
 
     Each evaluation runs one greedy episode per held-out task (the first ``num_tasks``) with
     the training caps and simulator (:func:`~slca_lightning.eval.in_domain.evaluate_in_domain`),
-    scores them with the module's reward head, and
+    scores them with ``reward_head`` (default: the module's own), and
 
     - logs ``<prefix>/<metric>`` (``success@0.9``, ``name_f1``, ``arg_match``, ``process``,
       ``tool_call_validity``, ``tool_calls_per_episode``, ``redundancy``,
@@ -42,6 +43,9 @@ class InDomainEval(Callback):
         filename: the Markdown table.
         plot_filename: the PNG (None: no plot).
         verbose: print the table after each evaluation.
+        reward_head: scores the evaluated episodes (Success@τ reads its ``total``); None =
+            the module's training reward head. Set it to evaluate with another judge than
+            the one training sees (e.g. a noise-free judge when training on a noisy one).
 
     Attributes:
         rows: ``[(label, step, metrics)]`` of every evaluation (kept in checkpoints).
@@ -58,6 +62,7 @@ class InDomainEval(Callback):
         filename: str = "in_domain.md",
         plot_filename: str | None = "in_domain_curves.png",
         verbose: bool = True,
+        reward_head: RewardHead | None = None,
     ) -> None:
         if every_n_steps is not None and every_n_steps < 1:
             raise ValueError(f"InDomainEval.every_n_steps must be ≥ 1 or null, got {every_n_steps}")
@@ -68,6 +73,7 @@ class InDomainEval(Callback):
         self.batch_size = batch_size
         self.prefix, self.filename, self.plot_filename = prefix, filename, plot_filename
         self.verbose = verbose
+        self.reward_head = reward_head
         self.rows: list[tuple[str, int, dict[str, float]]] = []
         self.rollout_calls: list[tuple[int, float]] = []
         self.table_path: str | None = None
@@ -83,7 +89,7 @@ class InDomainEval(Callback):
         result = evaluate_in_domain(
             pl_module.policy,
             pl_module.tokenizer,
-            pl_module.reward_head,
+            self.reward_head if self.reward_head is not None else pl_module.reward_head,
             dm,
             self.num_tasks,
             self.batch_size,

@@ -295,6 +295,39 @@ def constant_channels(runs: list[dict]) -> list[str]:
     return out
 
 
+def noise_invariance(runs: list[dict]) -> list[str]:
+    """A check of the design: a method whose router reads neither ``summary`` nor ``total``
+    never sees the judge, so its runs of one seed must be identical at every noise level
+    (same held-out evaluations, same per-step tool rewards)."""
+    import importlib
+
+    out = []
+    for method in ORDER:
+        module, _, name = ROUTERS[method].rpartition(".")
+        reads = getattr(importlib.import_module(module), name)().channels
+        if reads & {"summary", "total"}:
+            continue
+        by_seed: dict[int, list[dict]] = defaultdict(list)
+        for r in runs:
+            if r["method"] == method and not r.get("error") and r["eval"]:
+                by_seed[r["seed"]].append(r)
+        pairs = [rs for rs in by_seed.values() if len(rs) > 1]
+        if not pairs:
+            continue
+        same = all(
+            rs[0]["eval"] == other["eval"]
+            and _series(rs[0], "reward/tool") == _series(other, "reward/tool")
+            for rs in pairs
+            for other in rs[1:]
+        )
+        verdict = "identical" if same else "NOT identical (the noise reached it: a bug)"
+        out.append(
+            f"- {LABEL[method]} reads {sorted(reads)}, never the judge: its runs of each seed "
+            f"are {verdict} across noise levels ({len(pairs)} seeds compared)."
+        )
+    return out
+
+
 def reading(groups, noises: list[float]) -> list[str]:
     """Statements computed from the numbers (no claim is written by hand here)."""
     out = []
@@ -408,6 +441,7 @@ def write_report(
     target_metric: str = "process",
 ) -> str:
     """Write the Markdown report (and one PNG per noise level beside it); return the text."""
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     groups = grouped(runs, target, target_metric)
     by_key = {(r["noise"], r["method"], r["seed"]): r for r in runs}
     for (noise, method), rows in groups.items():
@@ -444,8 +478,7 @@ def write_report(
     for noise in noises:
         lines += [f"σ = {noise:g}:", "", *calls_table(groups, noise, methods), ""]
     lines += ["## Reading (computed from the tables above)", ""]
-    lines += [*constant_channels(runs), *reading(groups, noises), ""]
+    lines += [*constant_channels(runs), *noise_invariance(runs), *reading(groups, noises), ""]
     text = "\n".join(lines)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(text)
     return text

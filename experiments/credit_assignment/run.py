@@ -40,6 +40,19 @@ import report  # noqa: E402
 METHODS = report.ROUTERS
 
 
+#: Held-out episodes are scored with the judge's noise-free base (reply-only rule judge), so
+#: Success@τ means the same at every noise level; training sees the noisy judge.
+CLEAN_REWARD = {
+    "class_path": "slca_lightning.rewards.HierarchicalReward",
+    "init_args": {
+        "judge": {
+            "class_path": "slca_lightning.rewards.RuleJudge",
+            "init_args": {"grounding_weight": 0.0},
+        }
+    },
+}
+
+
 @dataclass
 class Job:
     """One training run of the grid."""
@@ -89,6 +102,7 @@ def overlay(job: Job) -> dict:
                     "at_end": True,
                     "verbose": False,
                     "plot_filename": None,
+                    "reward_head": CLEAN_REWARD,
                 },
             }
         ],

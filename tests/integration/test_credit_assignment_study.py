@@ -56,6 +56,9 @@ def test_base_config_builds_through_the_cli(tmp_path):
     )
     judge = cli.model.reward_head.judge
     assert type(judge).__name__ == "NoisyJudge" and judge.judge.grounding_weight == 0.0
+    (evaluator,) = [c for c in cli.trainer.callbacks if type(c).__name__ == "InDomainEval"]
+    clean = evaluator.reward_head.judge  # held-out episodes are scored without the noise
+    assert type(clean).__name__ == "RuleJudge" and clean.grounding_weight == 0.0
     assert {c.name for c in cli.model.reward_head.extra_channels} >= {"action", "rltr"}
 
 
@@ -92,6 +95,9 @@ def test_quick_study_writes_every_table_and_plot(tmp_path):
     for label in ("GRPO", "SLCA-GRPO", "ToolPO", "RLTR", "MT-GRPO"):
         assert text.count(f"| {label} |") == 4  # two method tables + two call-drift tables
     assert "## SLCA − GRPO, paired by seed" in text and "## Reading" in text
+    # RLTR never reads the judge and the evaluations use the noise-free one: its runs of a
+    # seed must be the same at both noise levels
+    assert "RLTR reads ['rltr'], never the judge: its runs of each seed are identical" in text
     for run_json in (tmp_path / "runs").rglob("run.json"):
         meta = json.loads(run_json.read_text())
         assert meta["error"] is None and meta["gold_calls_per_episode"] > 0
