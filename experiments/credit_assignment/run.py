@@ -272,6 +272,14 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
     wall = time.perf_counter() - t0
+    record = Path(args.runs) / "study.json"
+    rebuilt_by = None
+    if args.report_only and record.is_file():  # keep the command and wall time of the study
+        study = json.loads(record.read_text())
+        rebuilt_by, command, wall = command, study["command"], study["wall_seconds"]
+    elif not args.report_only:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"command": command, "wall_seconds": round(wall, 1)}))
     runs = report.load_runs([j.folder for j in jobs])
     text = report.write_report(
         runs,
@@ -279,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         command=command,
         target=args.target,
         target_metric=args.target_metric,
-        wall_seconds=None if args.report_only else wall,
+        rebuilt_by=rebuilt_by,
+        wall_seconds=None if args.report_only and not record.is_file() else wall,
         quick=args.quick,
     )
     print(text.split("\n## ")[0][:2000])
