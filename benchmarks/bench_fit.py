@@ -50,8 +50,9 @@ class FitShape:
 
     model: str = "tiny-sft"
     steps: int = 5
-    prompts_per_step: int = 8
-    group_size: int = 4
+    prompts_per_step: int = 4
+    group_size: int = 8
+    temperature: float = 0.7
     max_turns: int = 3
     max_new_tokens: int = 64
     micro_batch_size: int = 16
@@ -74,7 +75,8 @@ def fit_args(shape: FitShape, root: str) -> list[str]:
     """The CLI arguments: quickstart's model/data settings, no loggers or callbacks."""
     return [
         f"--model.model={shape.model}",
-        "--model.learning_rate=2e-4",
+        "--model.learning_rate=1e-4",
+        f"--model.temperature={shape.temperature}",
         "--model.kl_coef=0.001",
         f"--model.micro_batch_size={shape.micro_batch_size}",
         "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
