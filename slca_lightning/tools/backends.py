@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from slca_lightning.backends.base import ChatBackend
+from slca_lightning.tools.base import ToolError
 from slca_lightning.tools.parsing import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, strip_think
 from slca_lightning.tools.schema import canonical_arguments, tool_function
 from slca_lightning.tools.sgls import ToolBackend, to_observation
@@ -194,9 +195,17 @@ class PythonBackend(ToolBackend):
         self.functions = dict(functions)
 
     def execute(self, call: ToolCall, schema: dict[str, Any] | None, task: Task) -> str:
-        """Call ``functions[call.name](**call.arguments)``; return the JSON of the result."""
+        """Call ``functions[call.name](**call.arguments)``; return the JSON of the result.
+
+        An exception raised by the function (bad arguments: a deterministic answer, as a
+        real API's 4xx) is re-raised as :class:`~slca_lightning.tools.base.ToolError`, so
+        the simulator reports it at once instead of retrying it with back-off.
+        """
         fn = self.functions[call.name]
-        result = fn(**call.arguments)
+        try:
+            result = fn(**call.arguments)
+        except Exception as exc:
+            raise ToolError(str(exc)) from exc
         return json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
 
 

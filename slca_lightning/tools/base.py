@@ -11,7 +11,14 @@ from typing import Any
 
 from slca_lightning.types import Task, ToolCall, ToolResult
 
-__all__ = ["ToolBackend", "ToolSimulator", "to_observation"]
+__all__ = ["ToolBackend", "ToolError", "ToolSimulator", "to_observation"]
+
+
+class ToolError(Exception):
+    """The tool itself rejected the call (e.g. a real function raised ``ValueError`` on a bad
+    date): a deterministic answer, so the simulator does not retry it; the observation is
+    the error text of the cause, counted as ``tool_errors``. Transient failures (a server
+    error, a dropped connection) are raised as ordinary exceptions and retried."""
 
 
 def to_observation(value: Any) -> str:
@@ -46,5 +53,7 @@ class ToolBackend(ABC):
             schema: the tool's schema, or None (unknown schema or the "w/o SGLS" ablation).
             task: the task the call belongs to.
 
-        May raise: the simulator retries, then turns the exception into an observation.
+        May raise: :class:`ToolError` when the tool rejects the call (its cause becomes the
+        observation at once); any other exception is retried by the simulator, then turned
+        into an observation.
         """

@@ -22,6 +22,10 @@ For each call :class:`SchemaGuidedSimulator` does, in order:
    ``{"error": "<Type>: <message>"}``. Exceptions a
    :class:`~slca_lightning.tools.faults.FaultInjector` raised on purpose are retried the same
    way but counted as ``injected_faults``, never as real ``backend_errors`` / ``timeouts``.
+   A :class:`~slca_lightning.tools.base.ToolError` (the tool itself rejected the call, e.g.
+   a real function raising on a bad date) is the tool's answer: not retried, it becomes a
+   ``tool_error`` observation ``{"error": "<Type>: <message>"}`` of its cause at once
+   (retrying a deterministic rejection only added the back-off: 1.5 s a call by default).
 4. Output validation, when the tool declares an output schema: the JSON Schema under
    ``output_schema`` or MCP's ``outputSchema``, in the function part of the tool dict or
    beside it. The observation must parse as JSON and validate (``jsonschema``); a failure
@@ -47,7 +51,7 @@ import time
 from collections import deque
 from typing import Any, Literal
 
-from slca_lightning.tools.base import ToolBackend, ToolSimulator, to_observation
+from slca_lightning.tools.base import ToolBackend, ToolError, ToolSimulator, to_observation
 from slca_lightning.tools.schema import (
     canonical_arguments,
     index_schemas,
@@ -74,6 +78,7 @@ STAT_KEYS = (
     "missing_arguments",
     "schema_invalid",
     "backend_errors",
+    "tool_errors",
     "timeouts",
     "retries",
     "backend_calls",
@@ -133,7 +138,7 @@ class SchemaGuidedSimulator(ToolSimulator):
     A tool is available when it is in ``task.allowed_tools`` if that list is non-empty,
     else when ``task.tools`` has a schema of that name. :attr:`stats` counts ``calls``,
     ``cache_hits``, ``unknown_tool``, ``missing_arguments``, ``schema_invalid``,
-    ``backend_errors``, ``timeouts``, ``retries`` (retry attempts made), ``backend_calls``
+    ``backend_errors``, ``tool_errors``, ``timeouts``, ``retries`` (retry attempts made), ``backend_calls``
     (attempts handed to the backend), ``output_invalid`` and ``injected_faults``.
     """
 
@@ -312,6 +317,9 @@ class SchemaGuidedSimulator(ToolSimulator):
                 self._bump("timeouts")
                 text = _error_json(f"timeout: no response within {self.timeout_s} s")
                 return self._error(call, "timeout", text)
+            except ToolError as exc:  # the tool's own answer: retrying cannot change it
+                self._bump("tool_errors")
+                return self._error(call, "tool_error", _error_json(exc.__cause__ or exc))
             except Exception as exc:
                 if _injected(exc):
                     self._bump("injected_faults")

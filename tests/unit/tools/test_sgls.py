@@ -133,6 +133,25 @@ def test_python_backend_unknown_function_becomes_an_error_observation():
     )
 
 
+def test_a_tool_rejecting_its_arguments_is_answered_at_once_not_retried():
+    """A real function raising on bad arguments is the tool's answer (like an API's 4xx):
+    one backend call, no back-off (the default 0.5 s × 2 retries would add 1.5 s)."""
+    calls = []
+
+    def add(a, b):
+        calls.append((a, b))
+        raise ValueError(f"a must be an int, got {a!r}")
+
+    s = SchemaGuidedSimulator(PythonBackend({"add": add}))  # default retries and back-off
+    t0 = time.perf_counter()
+    result = s(ToolCall("add", {"a": "x", "b": 2}), TASK)
+    assert time.perf_counter() - t0 < 0.4
+    assert len(calls) == 1 and result.is_error and result.error_kind == "tool_error"
+    assert json.loads(result.content) == {"error": "ValueError: a must be an int, got 'x'"}
+    assert s.stats["tool_errors"] == 1 and s.stats["retries"] == 0
+    assert s.stats["backend_errors"] == 0
+
+
 def test_exception_once_then_success_is_retried():
     backend = Flaky(failures=1)
     s = sim(backend, timeout_s=0.5)
