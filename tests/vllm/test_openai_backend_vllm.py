@@ -13,7 +13,9 @@ content. Runs only where vLLM imports:
 
 from __future__ import annotations
 
-import httpx
+import json
+import urllib.request
+
 import pytest
 
 from slca_lightning.backends import OpenAIBackend
@@ -63,7 +65,8 @@ INC = {
 
 def served_context(url: str) -> int:
     """The served context length, as the server reports it (``/v1/models``)."""
-    return int(httpx.get(f"{url}/v1/models", timeout=10).json()["data"][0]["max_model_len"])
+    with urllib.request.urlopen(f"{url}/v1/models", timeout=10) as resp:  # stdlib: no httpx here
+        return int(json.load(resp)["data"][0]["max_model_len"])
 
 
 def prompt_tokens(tok, messages) -> int:
