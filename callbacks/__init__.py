@@ -7,6 +7,7 @@ from callbacks.bfcl_eval import BFCLEval
 from callbacks.gradient_diagnostics import GradientDiagnostics
 from callbacks.heldout_table import HeldoutTable
 from callbacks.in_domain_eval import InDomainEval
+from callbacks.periodic_eval import PeriodicEval
 from callbacks.reward_curves import RewardCurves
 from callbacks.rollout_table import RolloutTable
 from callbacks.simulator_stats import SimulatorStats
@@ -17,6 +18,7 @@ __all__ = [
     "GradientDiagnostics",
     "HeldoutTable",
     "InDomainEval",
+    "PeriodicEval",
     "RewardCurves",
     "RolloutTable",
     "SimulatorStats",

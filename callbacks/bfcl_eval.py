@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Sequence
 from typing import Literal
 
-import lightning as L
-
+from callbacks.periodic_eval import PeriodicEval
 from slca_lightning.eval.bfcl import BFCLEvaluator
 
-log = logging.getLogger(__name__)
 
-
-class BFCLEval(L.Callback):
+class BFCLEval(PeriodicEval):
     """Greedy BFCL accuracy per category and BFCL's summaries (overall, non-live, live, …).
 
     Runs every ``every_n_steps`` optimizer steps, at the end of fit and at the end of
@@ -55,8 +50,7 @@ class BFCLEval(L.Callback):
         prefix: str = "bfcl",
         name: str = "bfcl",
     ) -> None:
-        if every_n_steps is not None and every_n_steps <= 0:
-            raise ValueError(f"every_n_steps must be positive or None, got {every_n_steps}")
+        super().__init__(every_n_steps)
         self.evaluator = BFCLEvaluator(
             categories,
             limit=samples_per_category,
@@ -66,10 +60,7 @@ class BFCLEval(L.Callback):
             tool_prompt=tool_prompt,
             max_prompt_tokens=max_prompt_tokens,
         )
-        self.every_n_steps = every_n_steps
         self.prefix, self.name = prefix, name
-        self.last: dict[str, float] = {}
-        self._done_at: int | None = None
 
     def evaluate(self, trainer, pl_module) -> dict[str, float]:
         """Run BFCL on ``pl_module.policy``; log the scalars and write the table."""
@@ -81,29 +72,6 @@ class BFCLEval(L.Callback):
             trainer.logger.log_metrics(
                 {f"{self.prefix}/{k}": v for k, v in metrics.items()}, step=trainer.global_step
             )
-        if trainer.is_global_zero:
-            folder = os.path.join(trainer.log_dir or trainer.default_root_dir, "eval")
-            os.makedirs(folder, exist_ok=True)
-            path = os.path.join(folder, f"{self.name}.md")
-            with open(path, "w") as f:
-                f.write(f"# BFCL (step {trainer.global_step})\n\n{report.markdown()}\n")
-            log.info("BFCL table written to %s", path)
+        text = f"# BFCL (step {trainer.global_step})\n\n{report.markdown()}\n"
+        self.write_table(trainer, f"{self.name}.md", text)
         return metrics
-
-    def _maybe(self, trainer, pl_module) -> None:
-        if self._done_at == trainer.global_step:  # same weights already evaluated
-            return
-        self.evaluate(trainer, pl_module)
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        step = trainer.global_step
-        if self.every_n_steps and step % self.every_n_steps == 0:
-            self._maybe(trainer, pl_module)
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        self._maybe(trainer, pl_module)
-
-    def on_validation_end(self, trainer, pl_module) -> None:
-        if trainer.sanity_checking:
-            return
-        self._maybe(trainer, pl_module)

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Sequence
 
-import lightning as L
-
+from callbacks.periodic_eval import PeriodicEval
 from slca_lightning.backends.base import ChatBackend
 from slca_lightning.eval.tau2 import Tau2Evaluator
 
-log = logging.getLogger(__name__)
 
-
-class Tau2Eval(L.Callback):
+class Tau2Eval(PeriodicEval):
     """Greedy τ² conversations per domain, scored like τ² (final DB vs the gold replay,
     required communications; Pass^k over ``trials``).
 
@@ -53,8 +48,7 @@ class Tau2Eval(L.Callback):
         max_context_tokens: int | None = None,
         prefix: str = "eval",
     ) -> None:
-        if every_n_steps is not None and every_n_steps <= 0:
-            raise ValueError(f"every_n_steps must be positive or None, got {every_n_steps}")
+        super().__init__(every_n_steps)
         self.evaluators = {
             d: Tau2Evaluator(
                 d,
@@ -73,9 +67,7 @@ class Tau2Eval(L.Callback):
             )
             for d in domains
         }
-        self.every_n_steps, self.prefix = every_n_steps, prefix
-        self.last: dict[str, float] = {}
-        self._done_at: int | None = None
+        self.prefix = prefix
 
     def evaluate(self, trainer, pl_module) -> dict[str, float]:
         """Run every domain on ``pl_module.policy``; log the scalars and write the tables."""
@@ -85,33 +77,10 @@ class Tau2Eval(L.Callback):
             metrics.update(
                 {f"{self.prefix}/tau2_{name}/{k}": v for k, v in report.summary().items()}
             )
-            if trainer.is_global_zero:
-                folder = os.path.join(trainer.log_dir or trainer.default_root_dir, "eval")
-                os.makedirs(folder, exist_ok=True)
-                path = os.path.join(folder, f"tau2_{name}.md")
-                with open(path, "w") as f:
-                    f.write(f"# τ² {name} (step {trainer.global_step})\n\n{report.markdown()}\n")
-                log.info("τ² %s table written to %s", name, path)
+            text = f"# τ² {name} (step {trainer.global_step})\n\n{report.markdown()}\n"
+            self.write_table(trainer, f"tau2_{name}.md", text)
         self._done_at = trainer.global_step
         self.last = metrics
         if trainer.logger is not None:
             trainer.logger.log_metrics(metrics, step=trainer.global_step)
         return metrics
-
-    def _maybe(self, trainer, pl_module) -> None:
-        if self._done_at == trainer.global_step:  # same weights already evaluated
-            return
-        self.evaluate(trainer, pl_module)
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        step = trainer.global_step
-        if self.every_n_steps and step % self.every_n_steps == 0:
-            self._maybe(trainer, pl_module)
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        self._maybe(trainer, pl_module)
-
-    def on_validation_end(self, trainer, pl_module) -> None:
-        if trainer.sanity_checking:
-            return
-        self._maybe(trainer, pl_module)
