@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CallableBackend", "ChatBackend"]
+__all__ = ["CallableBackend", "ChatBackend", "chat_batch_tolerant"]
 
 
 class ChatBackend(ABC):
@@ -109,3 +109,27 @@ def _accepted_kwargs(fn: Callable[..., Any]) -> set[str] | None:
         for p in params
         if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     }
+
+
+def chat_batch_tolerant(
+    backend: ChatBackend, requests: list[list[dict[str, Any]]], **kw: Any
+) -> list[str | None]:
+    """One reply per request, None where that request failed; never raises.
+
+    Tries ``backend.chat_batch`` first (a server answers concurrently); if the batch raises
+    or returns the wrong number of replies, asks again one request at a time, so one bad
+    request costs only its own reply. Judges and verifiers count the Nones as failures.
+    """
+    try:
+        outputs: list[str | None] = list(backend.chat_batch(requests, **kw))
+        if len(outputs) == len(requests):
+            return outputs
+    except Exception:
+        pass
+    outputs = []
+    for messages in requests:
+        try:
+            outputs.append(backend.chat(messages, **kw))
+        except Exception:
+            outputs.append(None)
+    return outputs

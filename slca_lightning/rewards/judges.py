@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from slca_lightning.backends.base import ChatBackend
+from slca_lightning.backends.base import ChatBackend, chat_batch_tolerant
 
 __all__ = [
     "DEFAULT_JUDGE_PROMPT",
@@ -469,16 +469,4 @@ class LLMJudge(SummaryJudge):
 
     def _ask(self, batch: list[list[dict[str, Any]]], kw: dict[str, Any]) -> list[Any]:
         """The backend's raw outputs for ``batch`` (None where a request failed)."""
-        outputs: list[Any]
-        try:
-            outputs = list(self.backend.chat_batch(batch, **kw))
-            if len(outputs) != len(batch):
-                raise ValueError(f"chat_batch returned {len(outputs)} replies for {len(batch)}")
-        except Exception:
-            outputs = []
-            for messages in batch:
-                try:
-                    outputs.append(self.backend.chat(messages, **kw))
-                except Exception:
-                    outputs.append(None)
-        return outputs
+        return chat_batch_tolerant(self.backend, batch, **kw)

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from slca_lightning.backends.base import ChatBackend
+from slca_lightning.backends.base import ChatBackend, chat_batch_tolerant
 from slca_lightning.rewards.base import ChannelReward, check_finite, task_question
 from slca_lightning.rewards.gold import normalize_gold_calls
 from slca_lightning.tools.parsing import parse_tool_calls
@@ -173,17 +173,7 @@ class LLMCompletenessVerifier(CompletenessVerifier):
             return []
         batch = [self.build_messages(task, calls) for task, calls in items for _ in range(n)]
         kw = {"temperature": self.temperature, "max_tokens": self.max_tokens}
-        try:
-            outputs: list[Any] = list(self.backend.chat_batch(batch, **kw))
-            if len(outputs) != len(batch):
-                raise ValueError(f"chat_batch returned {len(outputs)} replies for {len(batch)}")
-        except Exception:
-            outputs = []
-            for messages in batch:
-                try:
-                    outputs.append(self.backend.chat(messages, **kw))
-                except Exception:
-                    outputs.append(None)
+        outputs = chat_batch_tolerant(self.backend, batch, **kw)
         parsed = [self.parse_answer(o) for o in outputs]
         self.num_calls += len(parsed)
         self.num_failures += sum(p is None for p in parsed)

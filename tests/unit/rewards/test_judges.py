@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slca_lightning.backends import CallableBackend, ChatBackend
+from slca_lightning.backends.base import chat_batch_tolerant
 from slca_lightning.rewards import (
     JudgeRequest,
     JudgeVerdict,
@@ -95,6 +96,28 @@ def test_parse_rating_edge_cases():
     assert parse_rating("<rating>\n3\n</rating>") == 3
     assert parse_rating("<rating></rating>") is None
     assert parse_rating("<rating>-1</rating>") is None
+
+
+class _ShortBatch(CallableBackend):
+    """A server whose batch endpoint drops a reply (seen with overloaded proxies)."""
+
+    def chat_batch(self, requests, **kw):
+        return [self.chat(m, **kw) for m in requests][:-1]
+
+
+def test_chat_batch_tolerant_falls_back_to_one_request_at_a_time():
+    def echo(messages):
+        if messages[-1]["content"] == "bad":
+            raise RuntimeError("oops")
+        return messages[-1]["content"].upper()
+
+    reqs = [[{"role": "user", "content": c}] for c in ("a", "bad", "c")]
+    # the default chat_batch raises on "bad": the others are asked again one by one
+    assert chat_batch_tolerant(CallableBackend(echo), reqs) == ["A", None, "C"]
+    # a batch with a reply missing is not trusted: every request is asked again
+    ok = [[{"role": "user", "content": c}] for c in ("a", "b")]
+    assert chat_batch_tolerant(_ShortBatch(echo), ok) == ["A", "B"]
+    assert chat_batch_tolerant(CallableBackend(echo), []) == []
 
 
 def test_backend_raising_gives_failed_zero_verdicts_and_is_counted():
