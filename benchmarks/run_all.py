@@ -5,7 +5,9 @@
     python benchmarks/run_all.py [--quick] [--out benchmarks/RESULTS.md]
 
 1. time per phase of an ``slca fit`` step (:mod:`bench_fit`), as fractions of the step;
-2. update throughput, slca vs TRL 1.16.0 ``GRPOTrainer``, alternated (:mod:`bench_update`);
+2. training-step throughput, ``slca fit`` vs TRL 1.16.0 ``GRPOTrainer.train()``, whole steps
+   with sampling, alternated (:mod:`bench_step`); and the update alone, slca vs TRL
+   (:mod:`bench_update`);
 3. framework overhead: segmenter + reward head + router (+ the contamination / leakage
    diagnostics) time ÷ step time (:mod:`bench_fit`);
 4. peak memory, naive ÷ chunked token log-probs (:mod:`logprob_memory`, fresh subprocesses);
@@ -38,6 +40,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import bench_fit  # noqa: E402
 import bench_generation  # noqa: E402
+import bench_step  # noqa: E402
 import bench_update  # noqa: E402
 
 COLUMNS = ("#", "measure", "setting / what is compared", "slca", "baseline", "ratio", "goal")
@@ -57,6 +60,9 @@ def shapes(quick: bool) -> dict:
                 micro_batch_size=4,
                 n_train=4,
             ),
+            "step": bench_step.StepShape(
+                prompts_per_step=1, group_size=2, max_new_tokens=4, steps=1, rounds=1, n_train=4
+            ),
             "update": bench_update.UpdateShape(
                 groups=1, group_size=2, prompt_len=48, completion_len=8, rounds=1, warmup=0
             ),
@@ -67,6 +73,7 @@ def shapes(quick: bool) -> dict:
         }
     return {
         "fit": bench_fit.FitShape(steps=3),
+        "step": bench_step.StepShape(),
         "update": bench_update.UpdateShape(),
         "generation": bench_generation.GenerationShape(),
         "memory": {"B": 4, "T": 2048, "V": 32000, "chunk_size": 1024},
@@ -99,7 +106,13 @@ def _pct(x: float) -> str:
 
 
 def table(
-    fit: dict, upd: dict, gen: list[dict], mem: list[dict], mem_label: str, gpu: str
+    fit: dict,
+    step: dict,
+    upd: dict,
+    gen: list[dict],
+    mem: list[dict],
+    mem_label: str,
+    gpu: str,
 ) -> list[str]:
     """The Markdown rows (header first) of all figures."""
     rows = []
@@ -124,6 +137,19 @@ def table(
         rows.append(
             ("1", f"step phase: {label}", where, _pct(fit["fractions"][key]), "—", "—", "—")
         )
+    ss = step["shape"]
+    lo, hi = step["speedup_spread"]
+    rows.append((
+        "2", "training-step throughput vs TRL GRPOTrainer (whole step, sampling included)",
+        f"`tiny`, {ss.prompts_per_step} prompts × G={ss.group_size}, 1 turn × "
+        f"{ss.max_new_tokens} new tokens, synthetic-suite prompts; `slca fit` vs "
+        f"`GRPOTrainer.train()`, {ss.steps} steps after a warm-up, {ss.rounds} alternated "
+        f"rounds; {step['tokens_per_step']['slca']:.0f} / {step['tokens_per_step']['trl']:.0f} "
+        f"tokens/step, {step['step_seconds']['slca']:.1f} / {step['step_seconds']['trl']:.1f} "
+        f"s/step; per-round range {lo:.2f}–{hi:.2f}",
+        f"{step['tokens_per_s']['slca']:.0f} tok/s", f"{step['tokens_per_s']['trl']:.0f} tok/s",
+        f"{step['speedup']:.2f}×", "≥ 1.0",
+    ))  # fmt: skip
     us = upd["shape"]
     batch = (
         f"`tiny`, {us.groups} prompts × G={us.group_size}, {us.prompt_len} prompt + "
@@ -134,7 +160,7 @@ def table(
     tps = upd["tokens_per_s"]
     lo, hi = upd["speedup_spread"]
     rows.append((
-        "2", "update throughput vs TRL GRPOTrainer", batch + f"; per-round range {lo:.2f}–{hi:.2f}",
+        "2", "update only vs TRL GRPOTrainer (fixed batch)", batch + f"; per-round range {lo:.2f}–{hi:.2f}",
         f"{tps['slca']:.0f} tok/s", f"{tps['trl']:.0f} tok/s", f"{upd['speedup']:.2f}×", "≥ 1.0",
     ))  # fmt: skip
     rows.append((
@@ -203,7 +229,7 @@ def header(argv: list[str], seconds: float) -> list[str]:
         f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}  ",
         "Timings alternate the systems in one process and report medians of paired per-round "
         "ratios; absolute seconds are for scale only. What each row times: the docstrings of "
-        "`benchmarks/bench_fit.py`, `bench_update.py`, `bench_generation.py`, `logprob_memory.py`.",
+        "`benchmarks/bench_fit.py`, `bench_step.py`, `bench_update.py`, `bench_generation.py`, `logprob_memory.py`.",
         "",
     ]
 
@@ -224,10 +250,11 @@ def main(argv: list[str] | None = None) -> list[str]:
     memory = memory_rows(mem)  # first: see memory_rows
     with tempfile.TemporaryDirectory(prefix="slca_bench_fit_") as root:
         fit = bench_fit.run(sh["fit"], root)
+    step = bench_step.run(sh["step"])
     upd = bench_update.run(sh["update"])
     gen = bench_generation.run(sh["generation"])
     lines = header(argv, time.perf_counter() - t0) + table(
-        fit, upd, gen, memory, mem_label, gpu_note()
+        fit, step, upd, gen, memory, mem_label, gpu_note()
     )
     text = "\n".join(lines) + "\n"
     print(text, end="")

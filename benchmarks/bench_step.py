@@ -1,0 +1,192 @@
+"""Whole training steps: ``slca fit`` vs TRL 1.16.0 ``GRPOTrainer.train()``, tokens/s.
+
+Where :mod:`bench_update` times only the part both systems share (one policy-gradient
+update on a fixed batch), this times what a user waits for: a full RL step, sampling
+included, through each system's own training loop, alternated in one process.
+
+- **slca**: a real ``slca fit`` (``slca_lightning.cli.main`` → ``Trainer.fit``) on the
+  built-in synthetic suite: HFEngine sampling from the policy, the agent loop (one turn),
+  HierarchicalReward (rule judge), MaskRunSegmenter, SLCARouter, the update.
+- **TRL**: a real ``GRPOTrainer(...).train()`` on the same prompts (the synthetic tasks'
+  prompts rendered by the same chat template, tools in the system prompt), generating
+  with ``model.generate``, scored by a cheap rule reward (the reply's length; TRL has no
+  tool simulator, so its reward does less work than slca's: that favours TRL).
+
+Matched: the ``"tiny"`` policy (same seed, same initial weights), float32, CPU, prompts
+per step, group size G, ``max_new_tokens``, temperature 1, no KL term (``beta = kl_coef =
+0``, so neither builds a reference model), one PPO epoch of one mini-batch (ratio 1, no
+old log-probs), one micro-batch, loss ``grpo``, max grad norm 1, AdamW. The randomly
+initialised policy almost never samples EOS, so both sides generate ``max_new_tokens``
+per rollout and process near-equal tokens per step.
+
+Measured: the wall time between the ends of consecutive optimiser steps (everything a step
+does, loop overhead and data loading included), on ``steps`` steps after one warm-up step,
+and the tokens each step processed (prompt + completion, padding excluded: slca's
+attention mask, TRL's ``num_input_tokens_seen``). A round runs one fit of each system; the
+ratio is the median over rounds of (slca tokens/s) ÷ (TRL tokens/s) of the same round.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+
+import lightning as L
+
+
+@dataclass
+class StepShape:
+    """Settings of the whole-step comparison."""
+
+    prompts_per_step: int = 2
+    group_size: int = 8
+    max_new_tokens: int = 64
+    steps: int = 3
+    rounds: int = 3
+    n_train: int = 64
+    lr: float = 1e-5
+
+
+class _StepClock(L.Callback):
+    """slca side: time and token count at the end of every optimiser step."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[float, int]] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.marks.append((time.perf_counter(), int(batch.attention_mask.sum())))
+
+
+def _per_step(marks: list[tuple[float, int]], cumulative: bool) -> tuple[float, float]:
+    """(tokens, seconds) of the steps after the first (warm-up) one.
+
+    ``marks[i]`` is (time, tokens) at the end of step ``i + 1``; the measured interval runs
+    from the end of the warm-up step to the end of the last one.
+    """
+    if len(marks) < 2:
+        raise RuntimeError(f"need ≥ 2 step marks (warm-up + 1), got {len(marks)}")
+    seconds = marks[-1][0] - marks[0][0]
+    # TRL's num_input_tokens_seen counts from the start of training; slca's are per step
+    tokens = marks[-1][1] - marks[0][1] if cumulative else sum(n for _, n in marks[1:])
+    return float(tokens), seconds
+
+
+def slca_args(shape: StepShape, root: str) -> list[str]:
+    """The ``slca fit`` arguments of the matched run."""
+    b = shape.prompts_per_step * shape.group_size
+    return [
+        "--model.model=tiny",
+        f"--model.learning_rate={shape.lr}",
+        "--model.temperature=1.0",
+        "--model.kl_coef=0.0",
+        "--model.aggregation=grpo",
+        f"--model.micro_batch_size={b}",
+        "--model.max_grad_norm=1.0",
+        "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+        f"--data.tasks.init_args.n_train={shape.n_train}",
+        "--data.tasks.init_args.n_heldout=4",
+        f"--data.prompts_per_step={shape.prompts_per_step}",
+        f"--data.group_size={shape.group_size}",
+        "--data.max_turns=1",
+        f"--data.max_new_tokens={shape.max_new_tokens}",
+        "--data.render_check=off",
+        "--seed_everything=0",
+        "--trainer.accelerator=cpu",
+        "--trainer.devices=1",
+        f"--trainer.max_steps={shape.steps + 1}",
+        "--trainer.logger=false",
+        "--trainer.enable_checkpointing=false",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
+        f"--trainer.default_root_dir={root}",
+    ]
+
+
+def run_slca(shape: StepShape) -> tuple[float, float]:
+    """One ``slca fit``; (tokens, seconds) of the measured steps."""
+    from slca_lightning.cli import main
+
+    with tempfile.TemporaryDirectory(prefix="slca_bench_step_") as root:
+        cli = main(slca_args(shape, root), run=False)
+        clock = _StepClock()
+        cli.trainer.callbacks.append(clock)
+        cli.trainer.fit(cli.model, cli.datamodule)
+    return _per_step(clock.marks, cumulative=False)
+
+
+def task_prompts(n: int) -> list[str]:
+    """The synthetic training tasks' prompts, rendered as slca's agent loop renders them."""
+    from slca_lightning.data.sources import SyntheticTasks
+    from slca_lightning.policy import load_policy
+
+    _, tokenizer = load_policy("tiny")
+    tasks = SyntheticTasks(n_train=n, n_heldout=4, seed=0).train()
+    return [
+        tokenizer.apply_chat_template(t.messages, tokenize=False, add_generation_prompt=True)
+        for t in tasks
+    ]
+
+
+def run_trl(shape: StepShape, prompts: list[str]) -> tuple[float, float]:
+    """One ``GRPOTrainer.train()``; (tokens, seconds) of the measured steps."""
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from slca_lightning.policy import load_policy
+
+    marks: list[tuple[float, int]] = []
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            marks.append((time.perf_counter(), int(state.num_input_tokens_seen)))
+
+    model, tokenizer = load_policy("tiny", seed=0)
+    b = shape.prompts_per_step * shape.group_size
+    with tempfile.TemporaryDirectory(prefix="slca_bench_trl_step_") as out:
+        args = GRPOConfig(
+            output_dir=out, per_device_train_batch_size=b, num_generations=shape.group_size,
+            max_completion_length=shape.max_new_tokens, gradient_accumulation_steps=1,
+            temperature=1.0, beta=0.0, loss_type="grpo", learning_rate=shape.lr,
+            weight_decay=0.0, max_grad_norm=1.0, lr_scheduler_type="constant", warmup_steps=0,
+            max_steps=shape.steps + 1, report_to=[], use_cpu=True, bf16=False,
+            logging_strategy="no", save_strategy="no", seed=0, dataloader_num_workers=0,
+            disable_tqdm=True,
+        )  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer = GRPOTrainer(
+                model=model,
+                reward_funcs=lambda completions, **kw: [len(c) / 100.0 for c in completions],
+                args=args,
+                train_dataset=Dataset.from_dict({"prompt": prompts}),
+                processing_class=tokenizer,
+                callbacks=[Clock()],
+            )
+            trainer.train()
+    return _per_step(marks, cumulative=True)
+
+
+def run(shape: StepShape) -> dict:
+    """Alternate whole fits of TRL and slca for ``shape.rounds`` rounds; return figures."""
+    prompts = task_prompts(shape.n_train)
+    got: dict[str, list[tuple[float, float]]] = {"trl": [], "slca": []}
+    for r in range(shape.rounds):
+        order = ("trl", "slca") if r % 2 == 0 else ("slca", "trl")
+        for name in order:
+            got[name].append(run_slca(shape) if name == "slca" else run_trl(shape, prompts))
+    tps = {n: [tok / sec for tok, sec in v] for n, v in got.items()}
+    ratios = [s / t for s, t in zip(tps["slca"], tps["trl"])]
+    step_s = {n: statistics.median(sec / shape.steps for _, sec in v) for n, v in got.items()}
+    tokens = {n: statistics.median(tok / shape.steps for tok, _ in v) for n, v in got.items()}
+    return {
+        "shape": shape,
+        "tokens_per_s": {n: statistics.median(v) for n, v in tps.items()},
+        "tokens_per_step": tokens,
+        "step_seconds": step_s,
+        "speedup": statistics.median(ratios),
+        "speedup_spread": (min(ratios), max(ratios)),
+    }
