@@ -2,7 +2,7 @@
 
 ::
 
-    python benchmarks/run_all.py [--quick] [--out benchmarks/RESULTS.md]
+    python benchmarks/run_all.py [--quick] [--out benchmarks/RESULTS.md] [--embed README.md]
 
 1. time per phase of an ``slca fit`` step (:mod:`bench_fit`), as fractions of the step;
 2. training-step throughput, ``slca fit`` vs TRL 1.16.0 ``GRPOTrainer.train()``, whole steps
@@ -239,6 +239,11 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny shapes: every path once")
     parser.add_argument("--out", default=None, help="write the Markdown here (also printed)")
+    parser.add_argument(
+        "--embed",
+        default=None,
+        help=f"also replace the table between {EMBED_BEGIN!r} and {EMBED_END!r} in this file",
+    )
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     sh = shapes(args.quick)
@@ -260,7 +265,24 @@ def main(argv: list[str] | None = None) -> list[str]:
     print(text, end="")
     if args.out:
         Path(args.out).write_text(text)
+    if args.embed:
+        embed_table(Path(args.embed), [ln for ln in lines if ln.startswith("|")])
     return lines
+
+
+EMBED_BEGIN = "<!-- benchmarks table: begin (python benchmarks/run_all.py --embed README.md) -->"
+EMBED_END = "<!-- benchmarks table: end -->"
+
+
+def embed_table(path: Path, table_lines: list[str]) -> None:
+    """Replace the lines between the two markers of ``path`` with ``table_lines``."""
+    text = path.read_text()
+    if EMBED_BEGIN not in text or EMBED_END not in text:
+        raise SystemExit(f"{path}: no {EMBED_BEGIN!r} … {EMBED_END!r} block to replace")
+    head, rest = text.split(EMBED_BEGIN, 1)
+    _, tail = rest.split(EMBED_END, 1)
+    body = "\n".join(table_lines)
+    path.write_text(f"{head}{EMBED_BEGIN}\n{body}\n{EMBED_END}{tail}")
 
 
 if __name__ == "__main__":

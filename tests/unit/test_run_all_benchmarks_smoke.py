@@ -89,3 +89,32 @@ def test_run_all_quick_writes_every_row(tmp_path):
     assert all(float(r[5].rstrip("×")) > 0 for r in gen)
     assert by_item["6"][0][3] == "not measured"
     assert proc.stdout.strip().endswith(text.strip().splitlines()[-1])
+
+
+def _table_rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("|")]
+
+
+def test_readme_embeds_the_committed_benchmark_table():
+    """The README's table is the one in benchmarks/RESULTS.md, not a hand-edited copy."""
+    import run_all
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(run_all.EMBED_BEGIN, 1)[1].split(run_all.EMBED_END, 1)[0]
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text()
+    assert _table_rows(block) == _table_rows(results)
+    assert len(_table_rows(block)) > 10
+
+
+def test_embed_table_replaces_only_the_marked_block(tmp_path):
+    import run_all
+
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"intro\n{run_all.EMBED_BEGIN}\n| old |\n{run_all.EMBED_END}\noutro\n")
+    run_all.embed_table(doc, ["| a |", "| b |"])
+    assert doc.read_text() == (
+        f"intro\n{run_all.EMBED_BEGIN}\n| a |\n| b |\n{run_all.EMBED_END}\noutro\n"
+    )
+    (tmp_path / "bare.md").write_text("no markers\n")
+    with pytest.raises(SystemExit, match=r"bare\.md: no"):
+        run_all.embed_table(tmp_path / "bare.md", ["| a |"])
