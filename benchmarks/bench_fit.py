@@ -88,10 +88,17 @@ def fit_args(shape: FitShape, root: str) -> list[str]:
         f"--data.max_new_tokens={shape.max_new_tokens}",
         "--data.max_response_tokens=384",
         "--data.max_tool_response_tokens=128",
+        *bare_trainer_args(shape.steps + 1, root),
+    ]
+
+
+def bare_trainer_args(max_steps: int, root: str) -> list[str]:
+    """Seed 0, one CPU device, ``max_steps``; no logger, checkpoints, bars or summary."""
+    return [
         "--seed_everything=0",
         "--trainer.accelerator=cpu",
         "--trainer.devices=1",
-        f"--trainer.max_steps={shape.steps + 1}",
+        f"--trainer.max_steps={max_steps}",
         "--trainer.logger=false",
         "--trainer.enable_checkpointing=false",
         "--trainer.enable_progress_bar=false",

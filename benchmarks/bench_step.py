@@ -37,6 +37,7 @@ import warnings
 from dataclasses import dataclass
 
 import lightning as L
+from bench_fit import bare_trainer_args
 
 
 @dataclass
@@ -95,15 +96,7 @@ def slca_args(shape: StepShape, root: str) -> list[str]:
         "--data.max_turns=1",
         f"--data.max_new_tokens={shape.max_new_tokens}",
         "--data.render_check=off",
-        "--seed_everything=0",
-        "--trainer.accelerator=cpu",
-        "--trainer.devices=1",
-        f"--trainer.max_steps={shape.steps + 1}",
-        "--trainer.logger=false",
-        "--trainer.enable_checkpointing=false",
-        "--trainer.enable_progress_bar=false",
-        "--trainer.enable_model_summary=false",
-        f"--trainer.default_root_dir={root}",
+        *bare_trainer_args(shape.steps + 1, root),
     ]
 
 
