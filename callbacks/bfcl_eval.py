@@ -50,7 +50,7 @@ class BFCLEval(PeriodicEval):
         prefix: str = "bfcl",
         name: str = "bfcl",
     ) -> None:
-        super().__init__(every_n_steps)
+        super().__init__(every_n_steps, log_prefix=f"{prefix}/")
         self.evaluator = BFCLEvaluator(
             categories,
             limit=samples_per_category,
@@ -62,16 +62,10 @@ class BFCLEval(PeriodicEval):
         )
         self.prefix, self.name = prefix, name
 
-    def evaluate(self, trainer, pl_module) -> dict[str, float]:
-        """Run BFCL on ``pl_module.policy``; log the scalars and write the table."""
+    def measure(self, trainer, pl_module) -> dict[str, float]:
+        """Run BFCL on ``pl_module.policy``; write the table, return the scalars."""
         report = self.evaluator.run(pl_module.policy, pl_module.tokenizer)
         metrics = report.metrics()
-        self._done_at = trainer.global_step
-        self.last = metrics
-        if trainer.logger is not None:
-            trainer.logger.log_metrics(
-                {f"{self.prefix}/{k}": v for k, v in metrics.items()}, step=trainer.global_step
-            )
         text = f"# BFCL (step {trainer.global_step})\n\n{report.markdown()}\n"
         self.write_table(trainer, f"{self.name}.md", text)
         return metrics

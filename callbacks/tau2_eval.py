@@ -69,8 +69,8 @@ class Tau2Eval(PeriodicEval):
         }
         self.prefix = prefix
 
-    def evaluate(self, trainer, pl_module) -> dict[str, float]:
-        """Run every domain on ``pl_module.policy``; log the scalars and write the tables."""
+    def measure(self, trainer, pl_module) -> dict[str, float]:
+        """Run every domain on ``pl_module.policy``; write the tables, return the scalars."""
         metrics: dict[str, float] = {}
         for name, evaluator in self.evaluators.items():
             report = evaluator.evaluate(pl_module)
@@ -79,8 +79,4 @@ class Tau2Eval(PeriodicEval):
             )
             text = f"# τ² {name} (step {trainer.global_step})\n\n{report.markdown()}\n"
             self.write_table(trainer, f"tau2_{name}.md", text)
-        self._done_at = trainer.global_step
-        self.last = metrics
-        if trainer.logger is not None:
-            trainer.logger.log_metrics(metrics, step=trainer.global_step)
         return metrics

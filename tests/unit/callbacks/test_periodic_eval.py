@@ -1,7 +1,7 @@
 """PeriodicEval's schedule: every n steps, end of fit, end of validation, once per weights.
 
 The trainer is a SimpleNamespace with the attributes the callback reads (global_step,
-sanity_checking, is_global_zero, log_dir): the schedule is pure bookkeeping, and the real
+sanity_checking, is_global_zero, log_dir, logger): the schedule is pure bookkeeping, and the real
 Trainer path is covered by tests/integration/test_eval_callbacks.py.
 """
 
@@ -13,14 +13,14 @@ from callbacks import PeriodicEval
 
 
 class _Counting(PeriodicEval):
-    def __init__(self, every_n_steps):
-        super().__init__(every_n_steps)
+    def __init__(self, every_n_steps, log_prefix=""):
+        super().__init__(every_n_steps, log_prefix)
         self.steps: list[int] = []
 
-    def evaluate(self, trainer, pl_module):
+    def measure(self, trainer, pl_module):
         self.steps.append(trainer.global_step)
         self.write_table(trainer, "t.md", f"step {trainer.global_step}\n")
-        return {}
+        return {"step": float(trainer.global_step)}
 
 
 def _trainer(tmp_path, step, **kw):
@@ -30,6 +30,7 @@ def _trainer(tmp_path, step, **kw):
         is_global_zero=True,
         log_dir=str(tmp_path),
         default_root_dir=str(tmp_path),
+        logger=None,
     )
     return SimpleNamespace(**{**base, **kw})
 
@@ -42,7 +43,17 @@ def test_schedule_runs_once_per_step(tmp_path):
     cb.on_validation_end(_trainer(tmp_path, 4, sanity_checking=True), None)
     cb.on_validation_end(_trainer(tmp_path, 5), None)
     assert cb.steps == [2, 4, 5]
+    assert cb.last == {"step": 5.0}
     assert (tmp_path / "eval" / "t.md").read_text() == "step 5\n"
+
+
+def test_scalars_are_logged_with_the_prefix_and_kept_bare(tmp_path):
+    logged = []
+    logger = SimpleNamespace(log_metrics=lambda m, step: logged.append((step, m)))
+    cb = _Counting(every_n_steps=None, log_prefix="bench/")
+    cb.on_train_end(_trainer(tmp_path, 7, logger=logger), None)
+    assert logged == [(7, {"bench/step": 7.0})]
+    assert cb.last == {"step": 7.0}
 
 
 def test_only_rank_zero_writes(tmp_path):
