@@ -118,7 +118,8 @@ class ChannelRouter(AdvantageRouter):
         any_token = torch.zeros(b, dtype=torch.bool, device=group_ids.device)
         for seg_mask in masks.values():
             any_token |= seg_mask.any(dim=1)
-        cache: dict[tuple[str, str], torch.Tensor] = {}
+        # (channel, presence) → (z-scores [B], rows in the statistics [B] bool or None = all)
+        cache: dict[tuple[str, str], tuple[torch.Tensor, torch.Tensor | None]] = {}
 
         def z(term: Term) -> torch.Tensor:
             key = (term.channel, term.presence)
@@ -134,7 +135,7 @@ class ChannelRouter(AdvantageRouter):
                         f"{name}: term presence {term.presence!r} is not 'all', 'any' or a "
                         f"segment of {sorted(seg_present)}"
                     )
-                cache[key] = group_normalize(
+                zs = group_normalize(
                     rewards.channels[term.channel].to(device).float(),
                     group_ids,
                     present,
@@ -142,7 +143,8 @@ class ChannelRouter(AdvantageRouter):
                     eps=self.eps,
                     std_scope=self.std_scope,
                 )
-            return cache[key]
+                cache[key] = (zs, present)
+            return cache[key][0]
 
         token_adv = torch.zeros(shape, dtype=torch.float32, device=group_ids.device)
         values: dict[str, torch.Tensor] = {}
@@ -160,10 +162,8 @@ class ChannelRouter(AdvantageRouter):
                 stats[f"adv/{seg}/std"] = float(v.std(unbiased=False))
                 stats[f"adv/{seg}/min"] = float(v.min())
                 stats[f"adv/{seg}/max"] = float(v.max())
-        for (channel, presence), zs in cache.items():  # per channel, before any weight
-            rows = torch.ones_like(any_token) if presence == "all" else any_token
-            if presence not in ("all", "any"):
-                rows = seg_present[presence].bool()
+        for (channel, _), (zs, present) in cache.items():  # per channel, before any weight
+            rows = torch.ones_like(any_token) if present is None else present
             if bool(rows.any()):
                 stats[f"adv/channel/{channel}/mean"] = float(zs[rows].mean())
                 stats[f"adv/channel/{channel}/std"] = float(zs[rows].std(unbiased=False))
