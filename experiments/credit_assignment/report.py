@@ -260,19 +260,24 @@ ROUTERS = {
 }
 
 
+def router_channels(method: str) -> set[str]:
+    """The reward channels the router of ``method`` reads."""
+    import importlib
+
+    module, _, name = ROUTERS[method].rpartition(".")
+    return set(getattr(importlib.import_module(module), name)().channels)
+
+
 def constant_channels(runs: list[dict], rare: float = 0.1) -> list[str]:
     """Statements about reward channels a method reads that (almost) never varied within a
     batch (``reward/<channel>_std`` = 0 at all but a fraction ``< rare`` of its steps): at
     such a step the channel's z-scores are 0 and the router's terms on it add nothing."""
-    import importlib
-
     out = []
     for method in ORDER:
         mine = [r for r in runs if r["method"] == method and not r.get("error") and r["train"]]
         if not mine:
             continue
-        module, _, name = ROUTERS[method].rpartition(".")
-        channels = sorted(getattr(importlib.import_module(module), name)().channels)
+        channels = sorted(router_channels(method))
         for ch in channels:
             key = f"reward/{ch}_std"
             stds = [m[key] for r in mine for m in r["train"].values() if key in m]
@@ -292,12 +297,9 @@ def noise_invariance(runs: list[dict]) -> list[str]:
     """A check of the design: a method whose router reads neither ``summary`` nor ``total``
     never sees the judge, so its runs of one seed must be identical at every noise level
     (same held-out evaluations, same per-step tool rewards)."""
-    import importlib
-
     out = []
     for method in ORDER:
-        module, _, name = ROUTERS[method].rpartition(".")
-        reads = getattr(importlib.import_module(module), name)().channels
+        reads = router_channels(method)
         if reads & {"summary", "total"}:
             continue
         by_seed: dict[int, list[dict]] = defaultdict(list)

@@ -40,17 +40,20 @@ import report  # noqa: E402
 METHODS = report.ROUTERS
 
 
-#: Held-out episodes are scored with the judge's noise-free base (reply-only rule judge), so
-#: Success@τ means the same at every noise level; training sees the noisy judge.
-CLEAN_REWARD = {
-    "class_path": "slca_lightning.rewards.HierarchicalReward",
-    "init_args": {
-        "judge": {
-            "class_path": "slca_lightning.rewards.RuleJudge",
-            "init_args": {"grounding_weight": 0.0},
-        }
-    },
-}
+#: ``base.yaml``: its InDomainEval entry (held-out episodes scored with the judge's
+#: noise-free base, so Success@τ means the same at every noise level) is the one every run
+#: uses, with the run's own evaluation schedule.
+BASE = HERE / "base.yaml"
+
+
+def _evaluation_callback(job: Job) -> dict:
+    import yaml
+
+    (callback,) = yaml.safe_load(BASE.read_text())["trainer"]["callbacks"]
+    callback["init_args"].update(
+        num_tasks=job.eval_tasks, every_n_steps=job.eval_every, at_start=True, at_end=True
+    )
+    return callback
 
 
 @dataclass
@@ -92,20 +95,7 @@ def overlay(job: Job) -> dict:
                 },
             }
         ],
-        "trainer.callbacks": [
-            {
-                "class_path": "callbacks.InDomainEval",
-                "init_args": {
-                    "num_tasks": job.eval_tasks,
-                    "every_n_steps": job.eval_every,
-                    "at_start": True,
-                    "at_end": True,
-                    "verbose": False,
-                    "plot_filename": None,
-                    "reward_head": CLEAN_REWARD,
-                },
-            }
-        ],
+        "trainer.callbacks": [_evaluation_callback(job)],
         "model.router": {"class_path": METHODS[job.method]},
         "model.seed": job.seed,
         "model.reward_head.init_args.judge.init_args.noise_std": job.noise,
@@ -125,7 +115,7 @@ def run_job(job: Job) -> dict:
     folder = Path(job.folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "overlay.yaml").write_text(yaml.safe_dump(overlay(job), sort_keys=False))
-    args = ["fit", "--config", str(HERE / "base.yaml"), "--config", str(folder / "overlay.yaml")]
+    args = ["fit", "--config", str(BASE), "--config", str(folder / "overlay.yaml")]
     t0 = time.perf_counter()
     error = None
     gold = None
