@@ -34,7 +34,9 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from slca_lightning.rollout.engine import RolloutEngine, SamplingConfig
+from slca_lightning.tools.env_errors import env_error_json, report_env_error
 from slca_lightning.tools.parsing import parse_tool_calls
+from slca_lightning.tools.sanitize import clean_call, clean_text, preview
 from slca_lightning.types import Episode, Task, ToolCall, ToolResult
 
 log = logging.getLogger(__name__)
@@ -44,20 +46,56 @@ class RenderMismatchError(RuntimeError):
     """The chat template renders the conversation differently from the episode's ids."""
 
 
+#: A token is assumed to span at most this many characters when an observation is first
+#: cut by characters (so a megabyte observation is never tokenised whole).
+MAX_CHARS_PER_TOKEN = 32
+
+
 def middle_cut(tokenizer: Any, text: str, max_tokens: int) -> tuple[str, bool]:
-    """Keep the first and last ``max_tokens // 2`` tokens of ``text``; True if cut."""
+    """Keep the first and last ``max_tokens // 2`` tokens of ``text``; True if cut.
+
+    ``text`` is cleaned first (:func:`~slca_lightning.tools.sanitize.clean_text`: a lone
+    surrogate makes fast tokenizers raise ``TypeError``), and when it is longer than
+    ``2 × MAX_CHARS_PER_TOKEN × max_tokens`` characters its middle is first cut by
+    characters (marked ``...[N characters truncated]...``), so the tokenizer's work is
+    bounded by the cap, not by the observation.
+    """
+    text = clean_text(text)
+    pre_cut = False
+    if max_tokens > 0 and len(text) > 2 * MAX_CHARS_PER_TOKEN * max_tokens:
+        keep = MAX_CHARS_PER_TOKEN * max_tokens
+        dropped = len(text) - 2 * keep
+        text = f"{text[:keep]}\n...[{dropped} characters truncated]...\n{text[-keep:]}"
+        pre_cut = True
     ids = tokenizer.encode(text, add_special_tokens=False)
     if max_tokens <= 0 or len(ids) <= max_tokens:
-        return text, False
+        return text, pre_cut
     half = max_tokens // 2
     head = tokenizer.decode(ids[:half], skip_special_tokens=False)
     tail = tokenizer.decode(ids[len(ids) - half :], skip_special_tokens=False)
     return f"{head}\n...[{len(ids) - 2 * half} tokens truncated]...\n{tail}", True
 
 
-def _invalid_result(reason: str, detail: str = "") -> ToolResult:
+#: ``error_kind`` of the one observation that answers every entry past a turn's cap.
+TOO_MANY_CALLS = "too_many_calls"
+
+
+def _invalid_result(reason: str, detail: str = "", not_executed: int = 0) -> ToolResult:
+    """An error observation made by the loop itself; ``detail`` (model text) is cleaned
+    and capped. The overflow observation (``reason="too_many_calls"``) carries the number
+    of entries it answers as ``call.arguments["not_executed"]`` (see :func:`not_executed`)."""
+    detail = clean_text(detail, 200)
     content = f"Error: invalid tool call ({reason}){': ' + detail if detail else ''}."
-    return ToolResult(ToolCall(name="", arguments={}), content, is_error=True, error_kind=reason)
+    args = {"not_executed": not_executed} if not_executed else {}
+    return ToolResult(ToolCall(name="", arguments=args), content, is_error=True, error_kind=reason)
+
+
+def not_executed(result: ToolResult) -> int:
+    """How many entries of its turn ``result`` answers without running them: N for the
+    turn's overflow observation (``too_many_calls``), else 0."""
+    if result.error_kind != TOO_MANY_CALLS or not isinstance(result.call.arguments, dict):
+        return 0
+    return int(result.call.arguments.get("not_executed", 0))
 
 
 class AgentLoop:
@@ -140,33 +178,45 @@ class AgentLoop:
 
     # -- tools -------------------------------------------------------------------------
     def _turn_calls(self, text: str) -> tuple[list[ToolCall | ToolResult], bool]:
-        """Calls to execute (or ready error results) for one turn; False if no call tag."""
+        """Calls to execute (or ready error results) for one turn; False if no call tag.
+
+        Every entry the model wrote counts toward ``max_calls_per_turn``, in order: a valid
+        call, an invalid entry, a block that failed before its entries, an unmatched tag.
+        The first ``max_calls_per_turn`` entries are answered one each (a valid call as a
+        :func:`~slca_lightning.tools.sanitize.clean_call` copy: the simulator never sees a
+        lone surrogate or a control character); all the others share one ``too_many_calls``
+        observation that says how many were not executed, so a turn has at most
+        ``max_calls_per_turn + 1`` observations however many entries its blocks hold.
+        """
         parsed = parse_tool_calls(text)
         if parsed.n_open == 0:
             return [], False
+        cap = max(0, int(self.max_calls_per_turn))
         items: list[ToolCall | ToolResult] = []
+        seen = 0
         for block in parsed.blocks:
             if block.error and block.error != "invalid_entry":
-                items.append(_invalid_result(block.error, block.text.strip()[:200]))
+                seen += 1
+                if len(items) < cap:
+                    items.append(_invalid_result(block.error, block.text[:400].strip()))
                 continue
             for entry in block.entries:
+                seen += 1
+                if len(items) >= cap:
+                    continue
                 if entry.call is not None:
-                    items.append(entry.call)
+                    items.append(clean_call(entry.call))
                 else:
-                    items.append(_invalid_result(entry.error or "invalid", str(entry.raw)[:200]))
+                    items.append(_invalid_result(entry.error or "invalid", preview(entry.raw)))
         unmatched = parsed.denominator - len(parsed.blocks)
-        items.extend(_invalid_result("unbalanced_tags") for _ in range(unmatched))
-        calls_seen = 0
-        capped: list[ToolCall | ToolResult] = []
-        for item in items:
-            if isinstance(item, ToolCall):
-                calls_seen += 1
-                if calls_seen > self.max_calls_per_turn:
-                    item = _invalid_result(
-                        "too_many_calls", f"at most {self.max_calls_per_turn} calls per turn"
-                    )
-            capped.append(item)
-        return capped, True
+        seen += unmatched
+        room = max(0, min(unmatched, cap - len(items)))
+        items.extend(_invalid_result("unbalanced_tags") for _ in range(room))
+        if seen > len(items):
+            rest = seen - len(items)
+            detail = f"{rest} more call(s) not executed: at most {cap} calls per turn"
+            items.append(_invalid_result(TOO_MANY_CALLS, detail, not_executed=rest))
+        return items, True
 
     # -- the loop ----------------------------------------------------------------------
     def run(self, tasks: list[Task], group_size: int = 1, group_offset: int = 0) -> list[Episode]:
@@ -248,6 +298,28 @@ class AgentLoop:
         return episodes
 
     def _execute(self, episodes, histories, pending, last_turn: bool) -> None:
+        """Run the turn's calls through the simulator and append the observations.
+
+        The environment side never raises out of here: an exception from the simulator
+        (``simulate_batch``), from rendering or tokenising an observation or the glue
+        around it becomes an ``env_error`` observation in place of what failed, counted in
+        :attr:`stats` as ``env_errors`` and ``env_errors/<ExceptionType>`` (the first
+        traceback of each type is logged, see :mod:`slca_lightning.tools.env_errors`). If
+        even the error observations cannot be rendered, the episode ends there
+        (``finish_reason="max_turns"``: cut by the environment, counted as
+        ``env_cut_episodes``). Observation contents are cleaned
+        (:func:`~slca_lightning.tools.sanitize.clean_text`) before anything reads them.
+        """
+
+        def env_error(exc: BaseException, where: str, n: int = 1) -> str:
+            name = report_env_error(exc, where)
+            self.stats["env_errors"] += n
+            self.stats[f"env_errors/{name}"] += n
+            return env_error_json(exc, where)
+
+        def failed(call: ToolCall, content: str) -> ToolResult:
+            return ToolResult(call, content, is_error=True, error_kind="env_error")
+
         batch = [
             (item, episodes[i].task)
             for i, items, _, _ in pending
@@ -255,24 +327,62 @@ class AgentLoop:
             if isinstance(item, ToolCall)
         ]
         t0 = time.perf_counter()
-        results = iter(self.simulator.simulate_batch(batch) if batch else [])
+        try:
+            answers = list(self.simulator.simulate_batch(batch)) if batch else []
+            if len(answers) != len(batch):
+                raise RuntimeError(
+                    f"{type(self.simulator).__name__}.simulate_batch returned {len(answers)} "
+                    f"results for {len(batch)} calls"
+                )
+        except Exception as exc:
+            content = env_error(exc, "the simulator", n=len(batch))
+            answers = [failed(call, content) for call, _ in batch]
+        for k, answer in enumerate(answers):
+            if not isinstance(answer, ToolResult):
+                bad = TypeError(f"the simulator answered with a {type(answer).__name__}")
+                answers[k] = answer = failed(batch[k][0], env_error(bad, "the simulator"))
+            answer.content = clean_text(answer.content)
         self.stats["time/tools"] += time.perf_counter() - t0
         self.stats["tool_calls"] += len(batch)
+        results = iter(answers)
         for i, items, text, ended_eos in pending:
             ep = episodes[i]
             turn_results = [next(results) if isinstance(it, ToolCall) else it for it in items]
-            self.stats["invalid_calls"] += sum(1 for it in items if isinstance(it, ToolResult))
-            self.stats["tool_errors"] += sum(r.is_error for r in turn_results)
+            made_here = [it for it in items if isinstance(it, ToolResult)]
+            self.stats["invalid_calls"] += len(made_here)
+            self.stats["overflow_calls"] += sum(not_executed(r) for r in made_here)
+            self.stats["observations"] += len(turn_results)
             ep.tool_results.append(turn_results)
             if last_turn:
+                self.stats["tool_errors"] += sum(r.is_error for r in turn_results)
                 ep.finish_reason = "max_turns"
                 continue
             tool_msgs = []
-            for r in turn_results:
-                content, cut = middle_cut(self.tokenizer, r.content, self.max_tool_response_tokens)
+            for k, r in enumerate(turn_results):
+                try:
+                    content, cut = middle_cut(
+                        self.tokenizer, r.content, self.max_tool_response_tokens
+                    )
+                except Exception as exc:
+                    r = turn_results[k] = failed(r.call, env_error(exc, "observation rendering"))
+                    content, cut = r.content, False
                 self.stats["tool_responses_cut"] += int(cut)
                 tool_msgs.append({"role": "tool", "content": content})
-            glue_ids = self._encode(self._glue(histories[i], text, tool_msgs, ended_eos))
+            try:
+                glue_ids = self._encode(self._glue(histories[i], text, tool_msgs, ended_eos))
+            except Exception as exc:  # the turn's observations cannot be rendered together
+                content = env_error(exc, "observation rendering", n=len(turn_results))
+                turn_results[:] = [failed(r.call, content) for r in turn_results]
+                tool_msgs = [{"role": "tool", "content": content} for _ in turn_results]
+                try:
+                    glue_ids = self._encode(self._glue(histories[i], text, tool_msgs, ended_eos))
+                except Exception as again:
+                    env_error(again, "observation rendering")
+                    self.stats["tool_errors"] += len(turn_results)
+                    self.stats["env_cut_episodes"] += 1
+                    ep.finish_reason = "max_turns"
+                    continue
+            self.stats["tool_errors"] += sum(r.is_error for r in turn_results)
             if len(ep.response_ids) + len(glue_ids) >= self.max_response_tokens:
                 ep.finish_reason = "length"
                 self.stats["finish/length"] += 1

@@ -19,6 +19,7 @@ from typing import Any
 from slca_lightning.backends.base import ChatBackend
 from slca_lightning.tools.base import ToolError
 from slca_lightning.tools.parsing import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, strip_think
+from slca_lightning.tools.sanitize import safe_str
 from slca_lightning.tools.schema import canonical_arguments, tool_function
 from slca_lightning.tools.sgls import ToolBackend, to_observation
 from slca_lightning.types import Task, ToolCall
@@ -199,14 +200,17 @@ class PythonBackend(ToolBackend):
 
         An exception raised by the function (bad arguments: a deterministic answer, as a
         real API's 4xx) is re-raised as :class:`~slca_lightning.tools.base.ToolError`, so
-        the simulator reports it at once instead of retrying it with back-off.
+        the simulator reports it at once instead of retrying it with back-off. So is a
+        result that cannot be serialised (e.g. an integer past Python's 4,300-digit limit
+        for ``str(int)``: ``power`` with a 900-digit base): the same call would fail the
+        same way on every retry.
         """
         fn = self.functions[call.name]
         try:
             result = fn(**call.arguments)
+            return json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
         except Exception as exc:
-            raise ToolError(str(exc)) from exc
-        return json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
+            raise ToolError(safe_str(exc)) from exc
 
 
 class ScriptedBackend(ToolBackend):
@@ -232,9 +236,14 @@ class ScriptedBackend(ToolBackend):
         """The canned response for ``call`` (see the class docstring)."""
         self.calls.append(call)
         if callable(self.responses):
-            return to_observation(self.responses(call, task))
-        if call.name in self.responses:
-            return to_observation(self.responses[call.name])
-        if self.default is None:
+            value = self.responses(call, task)
+        elif call.name in self.responses:
+            value = self.responses[call.name]
+        elif self.default is None:
             raise KeyError(f"no scripted response for tool {call.name!r}")
-        return to_observation(self.default)
+        else:
+            value = self.default
+        try:  # a response that cannot be serialised is the tool's answer, not a fault
+            return to_observation(value)
+        except Exception as exc:
+            raise ToolError(safe_str(exc)) from exc

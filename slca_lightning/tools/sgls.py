@@ -48,10 +48,12 @@ import itertools
 import json
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from typing import Any, Literal
 
 from slca_lightning.tools.base import ToolBackend, ToolError, ToolSimulator, to_observation
+from slca_lightning.tools.env_errors import report_env_error
+from slca_lightning.tools.sanitize import MAX_NAME_CHARS, clean_call, clean_text, safe_str
 from slca_lightning.tools.schema import (
     canonical_arguments,
     index_schemas,
@@ -88,8 +90,11 @@ STAT_KEYS = (
 
 
 def unknown_tool_message(name: str) -> str:
-    """METHOD §7's exact text for a call to a tool the task does not offer."""
-    return f"Tool '{name}' not found in the current available tools set."
+    """METHOD §7's exact text for a call to a tool the task does not offer (the name is
+    cleaned: :func:`~slca_lightning.tools.sanitize.clean_text`, at most 256 characters)."""
+    return (
+        f"Tool '{clean_text(name, MAX_NAME_CHARS)}' not found in the current available tools set."
+    )
 
 
 def output_schema(schema: Any) -> dict[str, Any] | None:
@@ -173,13 +178,22 @@ class SchemaGuidedSimulator(ToolSimulator):
         self._lock = threading.Lock()
         self._cache = SimulatorCache(cache_path if cache else None)
         self.stats: dict[str, int] = dict.fromkeys(STAT_KEYS, 0)
+        self.env_errors: Counter[str] = Counter()
         self._latencies: deque[tuple[int, float]] = deque(maxlen=max(1, int(latency_window)))
         self._seq = itertools.count(1)
 
     def reset_stats(self) -> None:
-        """Set every counter in :attr:`stats` back to 0."""
+        """Set every counter in :attr:`stats` (and :attr:`env_errors`) back to 0."""
         with self._lock:
             self.stats = dict.fromkeys(STAT_KEYS, 0)
+            self.env_errors = Counter()
+
+    def _env_error(self, exc: BaseException, where: str) -> None:
+        """Count an environment failure by type in :attr:`env_errors` (first traceback of
+        each type logged)."""
+        with self._lock:
+            counts = self.env_errors
+        report_env_error(exc, where, counts)
 
     def clear_cache(self) -> None:
         """Forget every cached observation (on disk too)."""
@@ -217,13 +231,22 @@ class SchemaGuidedSimulator(ToolSimulator):
         return out
 
     def __call__(self, call: ToolCall, task: Task) -> ToolResult:
-        """Answer one call (see the module docstring); never raises."""
+        """Answer one call (see the module docstring); never raises.
+
+        The call is cleaned first (:func:`~slca_lightning.tools.sanitize.clean_call`: no
+        lone surrogates or control characters, capped lengths and depth; a no-op on a call
+        the agent loop already cleaned), so the backend, the cache and the observation
+        only ever see encodable text. An exception escaping the steps below (a bug, a
+        circular argument structure) becomes a ``backend_error`` observation, counted in
+        :attr:`env_errors` by type.
+        """
         start = time.perf_counter()
         self._bump("calls")
         try:
-            result = self._simulate(call, task, start)
+            result = self._simulate(clean_call(call), task, start)
         except Exception as exc:  # a bug or an unencodable call must not kill the rollout
             self._bump("backend_errors")
+            self._env_error(exc, "simulator")
             result = self._error(call, "backend_error", _error_json(exc))
         result.latency_s = time.perf_counter() - start
         with self._lock:
@@ -282,7 +305,7 @@ class SchemaGuidedSimulator(ToolSimulator):
         deadline = None if self.timeout_s is None else start + self.timeout_s
         result = self._run_backend(call, schema, task, deadline)
         injected = _injected(result.content)
-        result.content = str(result.content)
+        result.content = clean_text(str(result.content))
         if self.cache and not result.is_error and not injected:
             self._cache.put(key, result.content)
         return result
@@ -315,6 +338,8 @@ class SchemaGuidedSimulator(ToolSimulator):
                 content = self._attempt(call, schema, task, deadline)
             except _DeadlineExceeded:
                 self._bump("timeouts")
+                late = TimeoutError(f"no response within {self.timeout_s} s")
+                self._env_error(late, "simulator backend")
                 text = _error_json(f"timeout: no response within {self.timeout_s} s")
                 return self._error(call, "timeout", text)
             except ToolError as exc:  # the tool's own answer: retrying cannot change it
@@ -337,14 +362,21 @@ class SchemaGuidedSimulator(ToolSimulator):
             kind = "timeout" if isinstance(last_exc, TimeoutError) else "backend_error"
             return self._error(call, kind, _error_json(last_exc))
         self._bump("backend_errors")
+        if last_exc is not None:
+            self._env_error(last_exc, "simulator backend")
         return self._error(call, "backend_error", _error_json(last_exc))
 
     def _attempt(
         self, call: ToolCall, schema: dict[str, Any] | None, task: Task, deadline: float | None
     ) -> str:
-        """One backend call in a worker thread, waited on until ``deadline``."""
+        """One backend call in a worker thread, waited on until ``deadline``.
+
+        A reply that is not a string is serialised here (:func:`to_observation`); a value
+        that cannot be serialised (e.g. an integer past Python's 4,300-digit limit) is the
+        tool's answer, raised as :class:`ToolError`, not a transient fault to retry.
+        """
         if deadline is None:
-            return to_observation(self.backend.execute(call, schema, task))
+            return _observation(self.backend.execute(call, schema, task))
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             raise _DeadlineExceeded
@@ -355,7 +387,7 @@ class SchemaGuidedSimulator(ToolSimulator):
             if not done:
                 raise _DeadlineExceeded
             value = future.result()  # re-raises the backend's exception
-            return value if isinstance(value, str) else to_observation(value)
+            return _observation(value)
         finally:
             pool.shutdown(wait=False)
 
@@ -363,6 +395,16 @@ class SchemaGuidedSimulator(ToolSimulator):
 class _DeadlineExceeded(Exception):
     """Our own deadline passed (distinct from a ``TimeoutError`` the backend raises, which
     is retried like any other backend exception)."""
+
+
+def _observation(value: Any) -> str:
+    """``value`` as observation text; a value that cannot be serialised is a ToolError."""
+    if isinstance(value, str):
+        return value
+    try:
+        return to_observation(value)
+    except Exception as exc:
+        raise ToolError(f"the tool's result cannot be serialised: {safe_str(exc, 300)}") from exc
 
 
 def _injected(value: Any) -> bool:
@@ -373,5 +415,9 @@ def _injected(value: Any) -> bool:
 
 
 def _error_json(error: Any) -> str:
-    message = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
-    return json.dumps({"error": str(message)}, ensure_ascii=False)
+    """``{"error": "<Type>: <message>"}``, clean and short; never raises."""
+    if isinstance(error, BaseException):
+        message = f"{type(error).__name__}: {safe_str(error, 1000)}"
+    else:
+        message = safe_str(error, 1000)
+    return json.dumps({"error": message}, ensure_ascii=False)
