@@ -40,10 +40,11 @@ from slca_lightning.rewards.base import (
     task_question,
     validate_reward_output,
 )
-from slca_lightning.rewards.judges import JudgeRequest, RuleJudge, SummaryJudge
+from slca_lightning.rewards.judges import JudgeRequest, JudgeVerdict, RuleJudge, SummaryJudge
 from slca_lightning.rewards.process import check_process_weights, process_reward_from_parse
 from slca_lightning.rewards.rltr import RLTRReward
 from slca_lightning.rewards.toolpo import ActionReward
+from slca_lightning.tools.env_errors import report_env_error
 from slca_lightning.tools.parsing import parse_tool_calls, strip_think
 from slca_lightning.types import Episode, RewardOutput
 
@@ -65,7 +66,9 @@ class HierarchicalReward(RewardHead):
         flags: ``omitted``, ``judge_called``, ``judge_failed``, ``abstention_credited``.
 
     After each call :attr:`last_stats` holds the batch's counts (``judge_calls``,
-    ``judge_failures``, ``judge_batches``, ``omitted``, ``abstention_credited``);
+    ``judge_failures``, ``judge_batches``, ``omitted``, ``abstention_credited``, and
+    ``judge_errors/<ExceptionType>`` when ``judge.score`` raised: an environment error,
+    logged once per type, that makes every verdict of the batch a failed one, never a crash);
     :attr:`num_judge_calls` and :attr:`num_judge_failures` accumulate over calls.
 
     Args:
@@ -169,8 +172,13 @@ class HierarchicalReward(RewardHead):
 
         judge_called = [False] * b
         judge_failed = [False] * b
+        judge_error = None
         if requests:
-            verdicts = self.judge.score(requests)
+            try:
+                verdicts = self.judge.score(requests)
+            except Exception as exc:  # an environment error: failed verdicts, never a crash
+                judge_error = report_env_error(exc, "the summary judge")
+                verdicts = [JudgeVerdict(0.0, failed=True) for _ in requests]
             if len(verdicts) != len(requests):
                 raise ValueError(
                     f"{type(self.judge).__name__}.score returned {len(verdicts)} verdicts "
@@ -236,4 +244,6 @@ class HierarchicalReward(RewardHead):
             "omitted": sum(omitted),
             "abstention_credited": sum(credited),
         }
+        if judge_error is not None:  # the judge raised: every verdict of the batch failed
+            self.last_stats[f"judge_errors/{judge_error}"] = len(requests)
         return output

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from typing import Any, Literal
 
 import lightning as L
@@ -27,6 +28,7 @@ from slca_lightning.rollout.collate import collate_episodes
 from slca_lightning.rollout.engine import RolloutEngine, SamplingConfig
 from slca_lightning.rollout.hf_engine import HFEngine
 from slca_lightning.tools.backends import PythonBackend
+from slca_lightning.tools.env_errors import EnvironmentBrokenError
 from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolSimulator
 from slca_lightning.types import RolloutBatch, Task
 
@@ -84,6 +86,7 @@ class RolloutStream:
         engine = self.loop.engine
         t0 = time.perf_counter()
         engine_stats = engine.before_rollout() if hasattr(engine, "before_rollout") else {}
+        sim_errors_before = simulator_env_errors(self.loop.simulator)
         with rollout_weights(engine.model if isinstance(engine, HFEngine) else None):
             episodes = self.loop.run(tasks, self.dm.group_size, group_offset=offset)
         if hasattr(engine, "after_rollout"):
@@ -106,10 +109,39 @@ class RolloutStream:
             "rollout/truncated_fraction": sum(e.truncated for e in episodes) / n,
             "rollout/render_check_failed": float(st["render_check_failed"]),
             "rollout/policy_version": float(self.loop.engine.policy_version),
+            "rollout/overflow_calls_per_episode": st["overflow_calls"] / n,
             **engine_stats,
         }
+        sim_errors = simulator_env_errors(self.loop.simulator) - sim_errors_before
+        env = env_error_stats(st, sim_errors)
+        batch.stats.update(env)
+        self.dm.check_env_errors(env, index)
         self.dm.batches_served += 1
         return batch
+
+
+def simulator_env_errors(simulator: Any) -> Counter:
+    """A copy of the simulator's environment-error counts by type (``env_errors``;
+    empty for a simulator that keeps none)."""
+    counts = getattr(simulator, "env_errors", None)
+    return Counter(dict(counts)) if counts else Counter()
+
+
+def env_error_stats(loop_stats: Counter, simulator_errors: Counter) -> dict[str, float]:
+    """The step's environment-error metrics: ``env/errors`` (count), ``env/error_rate``
+    (per observation) and ``env/errors/<ExceptionType>`` for every type seen, from the
+    agent loop's counters (``env_errors/<Type>``, ``observations``) and the simulator's."""
+    by_type = Counter(simulator_errors)
+    for key, value in loop_stats.items():
+        if key.startswith("env_errors/") and value:
+            by_type[key.split("/", 1)[1]] += value
+    total = sum(by_type.values())
+    out = {
+        "env/errors": float(total),
+        "env/error_rate": total / max(int(loop_stats["observations"]), 1),
+    }
+    out.update({f"env/errors/{name}": float(v) for name, v in sorted(by_type.items()) if v})
+    return out
 
 
 class RolloutDataModule(L.LightningDataModule):
@@ -128,6 +160,13 @@ class RolloutDataModule(L.LightningDataModule):
         render_check: ``"strict"``, ``"warn"`` or ``"off"``.
         simulator: the tool simulator (default: SGLS over the task source's real Python tools).
         engine: the rollout engine (default: :class:`HFEngine` sharing the policy).
+        max_env_error_rate: environment errors (exceptions from the simulator, its backend,
+            observation rendering or tokenisation, each an error observation, logged as
+            ``env/errors/<Type>``) per observation of a step above which the run stops with
+            :class:`~slca_lightning.tools.env_errors.EnvironmentBrokenError`: a broken
+            environment must not train silently. None disables the check.
+        min_env_errors: the check only fires from this many errors in the step, so one
+            exception never ends a fit by itself.
     """
 
     def __init__(
@@ -146,6 +185,8 @@ class RolloutDataModule(L.LightningDataModule):
         render_check: Literal["strict", "warn", "off"] = "warn",
         simulator: ToolSimulator | None = None,
         engine: RolloutEngine | None = None,
+        max_env_error_rate: float | None = 0.5,
+        min_env_errors: int = 4,
     ) -> None:
         super().__init__()
         if prompts_per_step < 1:
@@ -164,6 +205,12 @@ class RolloutDataModule(L.LightningDataModule):
         self.sampling = SamplingConfig(
             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p
         )
+        if max_env_error_rate is not None and not 0.0 <= max_env_error_rate <= 1.0:
+            raise ValueError(
+                f"data.max_env_error_rate must be in [0, 1] or null, got {max_env_error_rate}"
+            )
+        self.max_env_error_rate = max_env_error_rate
+        self.min_env_errors = max(1, int(min_env_errors))
         self.seed = seed
         self.simulator = simulator
         self.engine = engine
@@ -207,6 +254,25 @@ class RolloutDataModule(L.LightningDataModule):
         if not tasks:
             raise ValueError(f"{type(self.source).__name__} produced no training tasks")
         return RolloutStream(self, self.loop, tasks)
+
+    def check_env_errors(self, env: dict[str, float], index: int) -> None:
+        """Stop the run (:class:`EnvironmentBrokenError`) when the step's environment-error
+        rate is above ``max_env_error_rate`` with at least ``min_env_errors`` errors."""
+        total, rate = int(env["env/errors"]), env["env/error_rate"]
+        limit = self.max_env_error_rate
+        if limit is None or total < self.min_env_errors or rate <= limit:
+            return
+        kinds = ", ".join(
+            f"{k.rsplit('/', 1)[1]}={int(v)}" for k, v in env.items() if k.startswith("env/errors/")
+        )
+        raise EnvironmentBrokenError(
+            f"rollout batch {index}: {total} environment errors, {rate:.0%} of the step's "
+            f"observations, above data.max_env_error_rate={limit} (by type: {kinds}); the "
+            "first traceback of each type is in the log above. Training on error "
+            "observations of a broken simulator, backend or tokenizer would be silent "
+            "garbage: fix the environment, or raise data.max_env_error_rate (null disables "
+            "the check)."
+        )
 
     def _trainer_or_none(self):
         try:
