@@ -143,7 +143,7 @@ def _prompts(cfg: dict) -> list[list[int]]:
 
 
 def _tokenizer():
-    from slca_lightning.testing.tiny import build_tiny_tokenizer
+    from slca_lightning.models.tiny import build_tiny_tokenizer
 
     return build_tiny_tokenizer()  # HFEngine reads only its pad/eos ids (no stop strings)
 

@@ -15,12 +15,12 @@ import json
 import torch
 
 from slca_lightning.advantages import GRPORouter, SLCARouter, advantage_contamination
+from slca_lightning.models.tiny import build_tiny_tokenizer
 from slca_lightning.rewards import HierarchicalReward
 from slca_lightning.rollout.agent_loop import AgentLoop
 from slca_lightning.rollout.collate import collate_episodes
 from slca_lightning.rollout.engine import SamplingConfig
 from slca_lightning.segmenters import mask_run_segments
-from slca_lightning.testing import build_tiny_tokenizer
 from slca_lightning.testing.scripted import ScriptedEngine
 from slca_lightning.tools.backends import PythonBackend
 from slca_lightning.tools.sgls import SchemaGuidedSimulator

@@ -160,8 +160,12 @@ class SFTDataModule(lightning.LightningDataModule):
         toucan_sft_path: str | None = None,
         toucan_limit: int | None = None,
         max_tokens: int | None = None,
+        skip: tuple[int, int] | None = None,
     ):
         super().__init__()
+        if skip is not None and not (0 <= skip[0] <= skip[1]):
+            raise ValueError(f"SFTDataModule.skip must be (lo, hi) with 0 <= lo <= hi, got {skip}")
+        self.skip = tuple(skip) if skip is not None else None
         self.tokenizer = tokenizer
         self.n_tasks, self.seed, self.batch_size = n_tasks, seed, batch_size
         self.group_by_prompt = group_by_prompt
@@ -181,7 +185,10 @@ class SFTDataModule(lightning.LightningDataModule):
         from slca_lightning.data import SyntheticTaskGenerator, builtin_suite, reference_answer
 
         suite = builtin_suite()
-        tasks = SyntheticTaskGenerator(self.seed, suite=suite).generate(self.n_tasks)
+        n = self.n_tasks
+        lo, hi = self.skip if self.skip is not None and self.skip[0] < n else (n, n)
+        drawn = SyntheticTaskGenerator(self.seed, suite=suite).generate(n + hi - lo)
+        tasks = drawn[:lo] + drawn[hi:]
         chats = [(f"task {t.task_id}", t.messages + reference_answer(t, suite)) for t in tasks]
         if self.toucan_sft_path is not None:
             from slca_lightning.data.toucan_sft import load_toucan_sft, sft_messages

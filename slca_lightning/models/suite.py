@@ -1,0 +1,132 @@
+"""The built-in suite model: a tokenizer trained on the synthetic suite's own text, and a
+small Qwen2 sized so that SFT gives partial competence and RL has room to climb.
+
+The tokenizer is a byte-level BPE (every byte stays reachable) trained in about a second
+on the rendered conversations of :data:`CORPUS_TASKS` synthetic tasks drawn with
+:data:`CORPUS_SEED` (a seed no split uses): system prompts with the tool schemas, questions,
+reference transcripts and tool results. Tool names, argument keys, cities and schema
+phrases become single tokens, so a call is a few dozen tokens instead of a hundred bytes.
+Digits are split one per token (``Digits(individual_digits=True)``), so a number is written
+the same way in a question, a call and a tool result and copying it is learnable. The chat
+template, special and added tokens are the tiny model's (:mod:`slca_lightning.models.tiny`):
+ChatML, ``<tool_call>`` / ``</tool_call>`` as added non-special tokens.
+
+Built offline and deterministically: equal settings give equal vocabularies and, for a
+seed, equal initial weights.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from slca_lightning.models.tiny import ADDED_TOKENS, CHAT_TEMPLATE, SPECIAL_TOKENS
+
+__all__ = [
+    "CORPUS_SEED",
+    "CORPUS_TASKS",
+    "SUITE_HIDDEN_SIZE",
+    "SUITE_NUM_LAYERS",
+    "SUITE_VOCAB_SIZE",
+    "build_suite_model",
+    "build_suite_tokenizer",
+    "suite_corpus",
+]
+
+#: Seed and size of the task draw the tokenizer is trained on (no split uses this seed).
+CORPUS_SEED = 987_654_321
+CORPUS_TASKS = 600
+#: BPE vocabulary size asked for (the corpus saturates near 1.3k merges).
+SUITE_VOCAB_SIZE = 1024
+#: Model shape: Qwen2, hidden 256, 4 layers, 4 heads (2 KV heads), MLP 512, tied embeddings.
+SUITE_HIDDEN_SIZE = 256
+SUITE_NUM_LAYERS = 4
+
+
+def _chatml(role: str, content: str) -> str:
+    return f"<|im_start|>{role}\n{content}<|im_end|>\n"
+
+
+def suite_corpus(n_tasks: int = CORPUS_TASKS, seed: int = CORPUS_SEED) -> list[str]:
+    """ChatML-rendered conversations of ``n_tasks`` synthetic tasks with their demos."""
+    from slca_lightning.data.suite import builtin_suite
+    from slca_lightning.data.synthetic import SyntheticTaskGenerator, reference_answer
+
+    suite = builtin_suite()
+    out: list[str] = []
+    for task in SyntheticTaskGenerator(seed, suite=suite).generate(n_tasks):
+        for message in [*task.messages, *reference_answer(task, suite)]:
+            if message["role"] == "tool":
+                content = f"<tool_response>\n{message['content']}\n</tool_response>"
+                out.append(_chatml("user", content))
+            else:
+                out.append(_chatml(message["role"], message["content"]))
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer_json(vocab_size: int, n_tasks: int, seed: int) -> str:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[*SPECIAL_TOKENS, *ADDED_TOKENS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(suite_corpus(n_tasks, seed), trainer=trainer)
+    return tok.to_str()
+
+
+def build_suite_tokenizer(
+    vocab_size: int = SUITE_VOCAB_SIZE, n_tasks: int = CORPUS_TASKS, seed: int = CORPUS_SEED
+) -> Any:
+    """A ``PreTrainedTokenizerFast`` trained on the suite's text, with the ChatML template."""
+    from tokenizers import AddedToken, Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(_tokenizer_json(vocab_size, n_tasks, seed)),
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+    )
+    # the trainer made them whole tokens; mark the tags non-special so decoding keeps them
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def build_suite_model(
+    tokenizer: Any,
+    hidden_size: int = SUITE_HIDDEN_SIZE,
+    num_layers: int = SUITE_NUM_LAYERS,
+    seed: int = 0,
+) -> Any:
+    """A randomly initialised Qwen2 causal LM for ``tokenizer`` (no dropout anywhere)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        attention_dropout=0.0,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(seed)
+    return Qwen2ForCausalLM(config)
