@@ -10,8 +10,28 @@ from lightning.pytorch.callbacks import Callback
 from callbacks.reward_curves import plot_curves
 from slca_lightning.eval.in_domain import evaluate_in_domain, markdown_rows
 from slca_lightning.rewards.base import RewardHead
+from slca_lightning.rewards.judges import SummaryJudge
 
-__all__ = ["InDomainEval"]
+__all__ = ["InDomainEval", "second_judge_metrics"]
+
+
+def second_judge_metrics(head: Any, judge: SummaryJudge, episodes: list, name: str) -> dict:
+    """``{name}/summary`` and ``{name}/success@0.9`` of ``episodes`` under ``head`` with its
+    judge swapped for ``judge`` (the head itself is left as it was)."""
+    saved = head.judge
+    head.judge = judge
+    try:
+        out = head(episodes)
+    finally:
+        head.judge = saved
+    called = out.flags["judge_called"]
+    summary = out.channels["summary"][called]
+    scale = float(getattr(head, "lambda_process", 1.0) + getattr(head, "lambda_summary", 1.0))
+    success = (out.channels["total"] / scale >= 0.9).float()
+    return {
+        f"{name}/summary": float(summary.mean()) if summary.numel() else 0.0,
+        f"{name}/success@0.9": float(success.mean()) if success.numel() else 0.0,
+    }
 
 
 class InDomainEval(Callback):
@@ -46,6 +66,11 @@ class InDomainEval(Callback):
         reward_head: scores the evaluated episodes (Success@τ reads its ``total``); None =
             the module's training reward head. Set it to evaluate with another judge than
             the one training sees (e.g. a noise-free judge when training on a noisy one).
+        second_judges: judges the training never sees, by name: the same episodes are
+            scored again with ``reward_head``'s rule but each of these judges, and
+            ``<name>/summary`` (mean summary reward over the episodes judged) and
+            ``<name>/success@0.9`` join the metrics (e.g. ``ReferenceJudge``, so a
+            summary gain is not just the training judge being gamed).
 
     Attributes:
         rows: ``[(label, step, metrics)]`` of every evaluation (kept in checkpoints).
@@ -63,6 +88,7 @@ class InDomainEval(Callback):
         plot_filename: str | None = "in_domain_curves.png",
         verbose: bool = True,
         reward_head: RewardHead | None = None,
+        second_judges: dict[str, SummaryJudge] | None = None,
     ) -> None:
         if every_n_steps is not None and every_n_steps < 1:
             raise ValueError(f"InDomainEval.every_n_steps must be ≥ 1 or null, got {every_n_steps}")
@@ -74,6 +100,7 @@ class InDomainEval(Callback):
         self.prefix, self.filename, self.plot_filename = prefix, filename, plot_filename
         self.verbose = verbose
         self.reward_head = reward_head
+        self.second_judges = dict(second_judges or {})
         self.rows: list[tuple[str, int, dict[str, float]]] = []
         self.rollout_calls: list[tuple[int, float]] = []
         self.table_path: str | None = None
@@ -97,6 +124,9 @@ class InDomainEval(Callback):
         )
         if not result.metrics:
             return {}
+        head = self.reward_head if self.reward_head is not None else pl_module.reward_head
+        for judge_name, judge in self.second_judges.items():
+            result.metrics.update(second_judge_metrics(head, judge, result.episodes, judge_name))
         name = f"step {step}" + (f" ({label})" if label else "")
         self.rows.append((name, step, result.metrics))
         logged = {f"{self.prefix}/{k}": v for k, v in result.metrics.items()}

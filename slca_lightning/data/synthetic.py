@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from typing import Any
+from typing import Any, Literal
 
 from slca_lightning.data.prompt import render_hermes_system_prompt
 from slca_lightning.data.suite import ToolSuite, builtin_suite
@@ -32,9 +32,12 @@ _MAX_TRIES = 200
 logger = logging.getLogger(__name__)
 
 
-def tool_call_block(call: ToolCall) -> str:
-    """The hermes block of one call: ``<tool_call>\\n{json}\\n</tool_call>``."""
-    body = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
+def tool_call_block(call: ToolCall | list[ToolCall]) -> str:
+    """The hermes block of one call, ``<tool_call>\\n{json}\\n</tool_call>``, or of
+    several parallel calls as one JSON list in one block (the paper's parallel format)."""
+    calls = call if isinstance(call, list) else [call]
+    objs = [{"name": c.name, "arguments": c.arguments} for c in calls]
+    body = json.dumps(objs if isinstance(call, list) else objs[0], ensure_ascii=False)
     return f"<tool_call>\n{body}\n</tool_call>"
 
 
@@ -137,7 +140,7 @@ class SyntheticTaskGenerator:
         }
         if answer is not None:
             metadata["answer"] = answer
-        return Task(
+        task = Task(
             task_id=f"syn-{self.seed}-{i}",
             messages=[
                 {"role": "system", "content": render_hermes_system_prompt(tools)},
@@ -151,6 +154,9 @@ class SyntheticTaskGenerator:
             gold_format="nested",
             metadata=metadata,
         )
+        # the gold final reply (what a reference-based judge compares a reply with)
+        metadata["reference_reply"] = reference_answer(task, self.suite)[-1]["content"]
+        return task
 
     def generate(self, n: int) -> list[Task]:
         """``n`` distinct tasks, ids ``syn-{seed}-{i}`` for i = 0 … n-1."""
@@ -165,13 +171,18 @@ class SyntheticTaskGenerator:
         return tasks[:n_train], tasks[n_train:]
 
 
-def reference_answer(task: Task, suite: ToolSuite | None = None) -> list[dict[str, Any]]:
+def reference_answer(
+    task: Task, suite: ToolSuite | None = None, parallel: Literal["list", "blocks"] = "list"
+) -> list[dict[str, Any]]:
     """A demonstration transcript of ``task``: the chat messages after its prompt.
 
-    For each gold step, an assistant turn with one ``<tool_call>`` block per call
-    (parallel calls: several blocks in one turn), then one ``{"role": "tool"}`` message per
-    call with the real result as JSON; last, an assistant reply stating the results. A task
-    without gold calls gets a single assistant reply (``metadata["answer"]`` when set).
+    For each gold step, an assistant turn with its calls, then one ``{"role": "tool"}``
+    message per call with the real result as JSON; last, an assistant reply stating the
+    results. A step of one call is one ``<tool_call>`` block holding a JSON object; a step
+    of parallel calls is, with ``parallel="list"`` (the paper's format, the default), one
+    block holding a JSON list of them, with ``"blocks"`` one block per call in the same
+    turn (how e.g. Qwen2.5's chat template writes parallel calls). A task without gold
+    calls gets a single assistant reply (``metadata["answer"]`` when set).
 
     Raises:
         ValueError: a gold call is not a tool of ``suite`` or its arguments are invalid.
@@ -187,9 +198,11 @@ def reference_answer(task: Task, suite: ToolSuite | None = None) -> list[dict[st
     for step in task.gold_calls:
         if not step:
             continue
-        messages.append(
-            {"role": "assistant", "content": "\n".join(tool_call_block(c) for c in step)}
-        )
+        if len(step) > 1 and parallel == "list":
+            content = tool_call_block(list(step))
+        else:
+            content = "\n".join(tool_call_block(c) for c in step)
+        messages.append({"role": "assistant", "content": content})
         for call in step:
             result = suite.run(call)
             messages.append({"role": "tool", "content": json.dumps(result, ensure_ascii=False)})

@@ -38,6 +38,7 @@ from torchmetrics import Metric
 from slca_lightning.rewards.process import (
     action_score,
     check_process_weights,
+    first_step_calls,
     process_reward_from_parse,
 )
 from slca_lightning.tools.parsing import parse_tool_calls
@@ -118,7 +119,8 @@ def episode_stats(
     task = episode.task
     allowed = list(task.allowed_tools) or None
     parsed = parse_tool_calls(episode.response_text, allowed)
-    parts = process_reward_from_parse(parsed, task.gold_calls, process_weights)
+    first = first_step_calls(episode.assistant_texts, allowed)
+    parts = process_reward_from_parse(parsed, task.gold_calls, process_weights, first)
     schemas = index_schemas(task.tools)
     attempts = valid = 0
     for text in episode.assistant_texts:

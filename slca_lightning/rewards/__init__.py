@@ -31,6 +31,7 @@ from slca_lightning.rewards.process import (
     loose_match,
     process_reward,
 )
+from slca_lightning.rewards.reference_judge import ReferenceJudge, token_f1
 from slca_lightning.rewards.rltr import (
     DEFAULT_COMPLETENESS_PROMPT,
     CompletenessVerifier,
@@ -59,6 +60,7 @@ __all__ = [
     "LLMJudge",
     "NoisyJudge",
     "RLTRReward",
+    "ReferenceJudge",
     "RewardHead",
     "RuleJudge",
     "SummaryJudge",
@@ -74,5 +76,6 @@ __all__ = [
     "process_reward",
     "request_noise",
     "task_question",
+    "token_f1",
     "validate_reward_output",
 ]

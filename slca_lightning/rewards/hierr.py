@@ -19,12 +19,22 @@ For each episode:
    the defaults).
 
 Departure available (off by default, METHOD §4.3 "known flaw"): with
-``credit_abstention=True``, on a task whose gold has no call, a rollout with no
-``<tool_call>`` tag and no tool response gets ``summary :=`` the judge's score of its
-reply (the whole response, think-stripped; ``tool_results = []``; still 0 without a judge
-call when shorter than ``min_reply_chars``) instead of 0, so the summary channel no longer
-pushes correct abstainers toward calling. Rows whose reply went to the judge under this
-rule carry the flag ``abstention_credited``.
+``credit_abstention=True``, on a task whose gold has no call,
+
+- a rollout with no ``<tool_call>`` tag (a correct abstention) has ``fmt := 1`` (nothing
+  malformed was written for a task that needs no call), so ``process = 1``, and ``summary
+  :=`` the judge's score of its reply (the whole response, think-stripped;
+  ``tool_results = []``; still 0 without a judge call when shorter than
+  ``min_reply_chars``); rows whose reply went to the judge carry ``abstention_credited``;
+- a rollout that does call (any tag) gets ``summary := 0`` without a judge call: its reply
+  follows a call the task did not want, whatever it says.
+
+So on such a task every correct abstention totals at least ``λ_p`` while every rollout
+that calls totals at most ``λ_p · (1 − w_fmt)`` (a call block that does not parse, so
+name, key, value and parallel still score 1) for every judge output: a correct abstention
+outranks any call. Under the paper's rule (off) an abstention totals ``0.9·λ_p`` and a
+wrong call with a good-sounding summary up to ``0.45·λ_p + λ_r``, so RL pushes toward
+calling tools the task does not need.
 """
 
 from __future__ import annotations
@@ -41,7 +51,11 @@ from slca_lightning.rewards.base import (
     validate_reward_output,
 )
 from slca_lightning.rewards.judges import JudgeRequest, JudgeVerdict, RuleJudge, SummaryJudge
-from slca_lightning.rewards.process import check_process_weights, process_reward_from_parse
+from slca_lightning.rewards.process import (
+    check_process_weights,
+    first_step_calls,
+    process_reward_from_parse,
+)
 from slca_lightning.rewards.rltr import RLTRReward
 from slca_lightning.rewards.toolpo import ActionReward
 from slca_lightning.tools.env_errors import report_env_error
@@ -82,8 +96,8 @@ class HierarchicalReward(RewardHead):
         extra_channels: extra channels (default ``[ActionReward(), RLTRReward()]``, both
             rule-based and offline: RLTR's default verifier is
             :class:`~slca_lightning.rewards.rltr.GoldCoverageVerifier`; ``[]`` for none).
-        credit_abstention: judge the replies of correct abstentions (see the module
-            docstring); off by default, as in the paper.
+        credit_abstention: rank a correct abstention above any call on a task that needs
+            none (see the module docstring); off by default, as in the paper.
     """
 
     def __init__(
@@ -134,7 +148,12 @@ class HierarchicalReward(RewardHead):
         if len(reply) < self.min_reply_chars:
             return None
         results = [r.content for turn in episode.tool_results for r in turn]
-        return JudgeRequest(question=task_question(episode.task), tool_results=results, reply=reply)
+        return JudgeRequest(
+            question=task_question(episode.task),
+            tool_results=results,
+            reply=reply,
+            reference=episode.task.metadata.get("reference_reply"),
+        )
 
     def __call__(self, episodes: list[Episode]) -> RewardOutput:
         """Score ``episodes``; every tensor of the output has shape ``[B]``."""
@@ -151,7 +170,8 @@ class HierarchicalReward(RewardHead):
             task = ep.task
             text = ep.response_text
             parsed = parse_tool_calls(text, task.allowed_tools)
-            parts = process_reward_from_parse(parsed, task.gold_calls, self.process_weights)
+            first = first_step_calls(ep.assistant_texts, task.allowed_tools)
+            parts = process_reward_from_parse(parsed, task.gold_calls, self.process_weights, first)
             for k in PROCESS_COMPONENTS:
                 components[k][i] = float(parts[k])
             has_call_tag = parsed.denominator > 0
@@ -159,11 +179,17 @@ class HierarchicalReward(RewardHead):
                 omitted[i] = True
                 summary[i] = self.omission_penalty
                 continue
+            abstains = self.credit_abstention and not task.needs_tools and not has_call_tag
+            if abstains:
+                components["fmt"][i] = 1.0
+                parts["process"] += self.process_weights["fmt"] * (1.0 - parts["fmt"])
             tool[i] = float(parts["process"])
             request = None
-            if ep.has_tool_response:
+            if self.credit_abstention and not task.needs_tools and has_call_tag:
+                request = None  # a call the task did not want: its reply earns nothing
+            elif ep.has_tool_response:
                 request = self._reply_request(ep)
-            elif self.credit_abstention and not task.needs_tools and not has_call_tag:
+            elif abstains:
                 request = self._reply_request(ep)
                 credited[i] = request is not None
             if request is not None:

@@ -41,11 +41,14 @@ class JudgeRequest:
         question: the user question.
         tool_results: the text of every tool observation, in order (not the calls).
         reply: the final reply (think tags already stripped).
+        reference: a gold reply when the task carries one (``metadata["reference_reply"]``;
+            read only by reference-based judges such as ``ReferenceJudge``).
     """
 
     question: str
     tool_results: list[str] = field(default_factory=list)
     reply: str = ""
+    reference: str | None = None
 
 
 @dataclass

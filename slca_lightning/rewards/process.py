@@ -12,8 +12,13 @@ computed on the text with ``<think>``/``<thinking>`` blocks stripped:
   tie), where key = Jaccard of the key sets and value = shared keys whose values loosely
   match / gold keys. No candidate with ``key + value > 0`` → that gold call scores 0, 0.
   No such gold calls → 1, 1 (checked first); no valid predicted call → 0, 0.
-- parallel: 1 when #calls in the first valid predicted block (0 if none) equals #calls in
-  the first gold step (0 if none).
+- parallel: 1 when #calls in the first valid predicted step (0 if none) equals #calls in
+  the first gold step (0 if none). A predicted step is, on a plain text, its first valid
+  block (the paper); on an episode, the valid blocks of its first assistant turn that has
+  one (:func:`first_step_calls`). The two agree whenever a turn holds at most one block,
+  as under the paper's ``turn_end="tool_call"`` (a turn stops at its first
+  ``</tool_call>``); with ``turn_end="eos"`` a turn may hold one block per call (as
+  Qwen2.5 writes parallel calls) and all of them count.
 
 So a correct abstention (no tag, gold ``[]``) scores 0, 1, 1, 1, 1 → 0.9.
 
@@ -57,6 +62,7 @@ __all__ = [
     "PROCESS_KEYS",
     "action_score",
     "check_process_weights",
+    "first_step_calls",
     "key_value_scores",
     "loose_match",
     "name_f1",
@@ -249,23 +255,45 @@ def check_process_weights(weights: Mapping[str, float] | None) -> dict[str, floa
     return out
 
 
+def first_step_calls(turn_texts: Iterable[str], allowed_tools: Iterable[str] | None) -> int:
+    """Calls in the valid blocks of the first assistant turn that has a valid block (0: none).
+
+    The predicted "first step" of an episode for the ``parallel`` component: with one block
+    per turn it is the paper's first valid block; a turn that writes one block per parallel
+    call counts all of them.
+    """
+    allowed = list(allowed_tools) if allowed_tools is not None else None
+    for text in turn_texts:
+        parsed = parse_tool_calls(text, allowed, strip_thinking=True)
+        valid = [b for b in parsed.blocks if b.valid]
+        if valid:
+            return sum(len(b.calls) for b in valid)
+    return 0
+
+
 def process_reward_from_parse(
     parsed: ParseResult,
     gold_steps: Any,
     weights: Mapping[str, float] | None = None,
+    first_step: int | None = None,
 ) -> dict[str, float]:
     """:func:`process_reward` on an existing parse (saves a second parse in reward heads).
 
     ``parsed`` must come from :func:`parse_tool_calls` with think-stripping on and the
-    task's allowed tools.
+    task's allowed tools. ``first_step``: the number of calls of the predicted first step
+    when the caller knows the turns (:func:`first_step_calls`); None: the calls of the
+    first valid block of ``parsed``.
     """
     w = check_process_weights(weights)
     steps = _as_steps(gold_steps)
     pred_calls = parsed.calls
     gold_names = [c.name for step in steps for c in step]
     key, value = key_value_scores(pred_calls, steps)
-    first = parsed.first_valid_block
-    n_pred_first = len(first.calls) if first is not None else 0
+    if first_step is None:
+        first = parsed.first_valid_block
+        n_pred_first = len(first.calls) if first is not None else 0
+    else:
+        n_pred_first = first_step
     n_gold_first = len(steps[0]) if steps else 0
     comps = {
         "fmt": parsed.fmt,

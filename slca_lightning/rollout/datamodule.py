@@ -25,7 +25,7 @@ from slca_lightning.data.sources import SyntheticTasks, TaskSource
 from slca_lightning.policy import rollout_weights
 from slca_lightning.rollout.agent_loop import AgentLoop
 from slca_lightning.rollout.collate import collate_episodes
-from slca_lightning.rollout.engine import RolloutEngine, SamplingConfig
+from slca_lightning.rollout.engine import TURN_END_STOPS, RolloutEngine, SamplingConfig
 from slca_lightning.rollout.hf_engine import HFEngine
 from slca_lightning.tools.backends import PythonBackend
 from slca_lightning.tools.env_errors import EnvironmentBrokenError
@@ -155,7 +155,17 @@ class RolloutDataModule(L.LightningDataModule):
         max_turns, max_calls_per_turn, max_response_tokens, max_tool_response_tokens:
             METHOD §2 caps (see :class:`AgentLoop`).
         max_new_tokens: sampled tokens per assistant turn.
-        temperature, top_p: sampling (log-probs are those of the temperature-scaled policy).
+        turn_end: where an assistant turn ends. ``"eos"`` (default): at the model's end of
+            turn (or a ``<tool_response>`` it starts writing), so every ``<tool_call>``
+            block of the turn is executed, one JSON list per block or one block per call
+            alike; ``"tool_call"``: at the first ``</tool_call>`` (the paper's reference
+            rollouts: a later block of the same message is never written). HierR's
+            ``parallel`` counts the calls of the first turn that has a valid block, which
+            under ``"tool_call"`` is the paper's first valid block.
+        temperature: sampling temperature (log-probs are those of the temperature-scaled
+            policy, exactly what the engines sample from).
+        top_p: must be 1.0: the trainer scores the untruncated distribution, so truncated
+            sampling would bias the importance ratio (refused with a message).
         seed: task order and sampling seed.
         render_check: ``"strict"``, ``"warn"`` or ``"off"``.
         simulator: the tool simulator (default: SGLS over the task source's real Python tools).
@@ -177,6 +187,7 @@ class RolloutDataModule(L.LightningDataModule):
         max_turns: int = 4,
         max_calls_per_turn: int = 20,
         max_new_tokens: int = 96,
+        turn_end: Literal["eos", "tool_call"] = "eos",
         max_response_tokens: int = 512,
         max_tool_response_tokens: int = 256,
         temperature: float = 1.0,
@@ -202,8 +213,22 @@ class RolloutDataModule(L.LightningDataModule):
             max_tool_response_tokens=max_tool_response_tokens,
             render_check=render_check,
         )
+        if top_p != 1.0:
+            raise ValueError(
+                f"data.top_p={top_p}: the trainer scores the untruncated softmax(logits / T), so "
+                "a top-p sampler would bias every importance ratio; use top_p: 1.0 (lower "
+                "model.temperature to sample more conservatively)"
+            )
+        if turn_end not in TURN_END_STOPS:
+            raise ValueError(
+                f"data.turn_end must be one of {sorted(TURN_END_STOPS)}, got {turn_end!r}"
+            )
+        self.turn_end = turn_end
         self.sampling = SamplingConfig(
-            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            stop_strings=list(TURN_END_STOPS[turn_end]),
         )
         if max_env_error_rate is not None and not 0.0 <= max_env_error_rate <= 1.0:
             raise ValueError(

@@ -7,6 +7,12 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
+#: Stop strings of an assistant turn per ``turn_end`` mode (see ``RolloutDataModule``):
+#: ``"tool_call"`` (the paper) ends a turn at its first ``</tool_call>``; ``"eos"`` ends it
+#: at the model's end of turn, so a turn may hold several blocks (one per parallel call),
+#: and stops at a ``<tool_response>`` the model starts writing itself.
+TURN_END_STOPS: dict[str, list[str]] = {"tool_call": ["</tool_call>"], "eos": ["<tool_response>"]}
+
 
 @dataclass
 class SamplingConfig:
@@ -18,7 +24,8 @@ class SamplingConfig:
             distribution (what the trainer recomputes), before top-p truncation.
         top_p: nucleus sampling.
         stop_strings: generation of a turn stops after any of these (the stop string is
-            kept); ``</tool_call>`` so the model never writes its own tool results.
+            kept); ``</tool_call>`` (the paper) or ``<tool_response>`` (see
+            :data:`TURN_END_STOPS`), so the model never writes its own tool results.
         seed: seeds the sampler for this call (None = the global RNG stream).
     """
 

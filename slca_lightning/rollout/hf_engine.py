@@ -10,6 +10,17 @@ distribution is unchanged while the prompt is prefilled once per cluster instead
 per row. Log-probs are recomputed from the returned logits as
 ``log_softmax(logits / temperature)`` at the sampled token, in float32, so they match what
 the trainer computes for the same temperature.
+
+Sampling draws from exactly that distribution: ``generate`` runs with a neutral generation
+config in place of the model's own (instruct models ship ``repetition_penalty``,
+``no_repeat_ngram_size``, ``top_k`` … in ``generation_config.json``, which transformers
+would otherwise apply on top of the arguments given), with ``top_k=0`` and the given
+``top_p``. The trainer scores the untruncated ``softmax(logits / T)``, so ``top_p < 1``
+is refused at configuration time by the data module (an importance ratio against a
+truncated sampler is biased). With ``check_distribution`` the processed scores that were
+sampled from are compared with ``softmax(logits / T)`` at every step and the largest
+absolute probability difference is kept in :attr:`distribution_gap` (greedy: the argmax
+of both is compared as well).
 """
 
 from __future__ import annotations
@@ -38,6 +49,9 @@ class HFEngine(RolloutEngine):
             ``benchmarks/run_all.py``); worth trying where prefill dominates (long prompts,
             large models).
         min_shared_prefix: the shortest shared prefix (tokens) worth a cluster of its own.
+        check_distribution: also return the processed scores and record in
+            :attr:`distribution_gap` how far the sampled-from distribution is from
+            ``softmax(logits / T)`` (a check for tests; costs a copy of the logits).
     """
 
     def __init__(
@@ -47,8 +61,11 @@ class HFEngine(RolloutEngine):
         max_batch_size: int = 64,
         share_prefix: bool = False,
         min_shared_prefix: int = 64,
+        check_distribution: bool = False,
     ):
         self.model = model
+        self.check_distribution = check_distribution
+        self.distribution_gap = 0.0
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.share_prefix = share_prefix
@@ -151,10 +168,12 @@ class HFEngine(RolloutEngine):
         )
         if not greedy:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
-        else:
+        else:  # greedy: no warper runs (the neutral config adds no processor either)
             kwargs.update(temperature=None, top_p=None, top_k=None)
         if sampling.stop_strings:
             kwargs.update(stop_strings=list(sampling.stop_strings), tokenizer=tok)
+        if self.check_distribution:
+            kwargs["output_scores"] = True
         was_training = model.training
         model.eval()
         rng = (
@@ -163,7 +182,7 @@ class HFEngine(RolloutEngine):
             else contextlib.nullcontext()
         )
         try:
-            with rng:
+            with rng, neutral_generation_config(model):
                 if sampling.seed is not None:
                     torch.manual_seed(sampling.seed)
                 result = model.generate(**kwargs)
@@ -175,6 +194,8 @@ class HFEngine(RolloutEngine):
             scale = 1.0 if greedy else sampling.temperature
             logp = torch.log_softmax(logits / scale, dim=-1)
             logp = logp.gather(-1, new_ids[:, : logits.shape[1], None]).squeeze(-1)  # [b, n]
+            if self.check_distribution:
+                self._record_gap(result, logits, new_ids, greedy, sampling.temperature)
         else:
             logp = torch.zeros(new_ids.shape)
         stop_ids = self._stop_token_ids(sampling.stop_strings)
@@ -191,6 +212,49 @@ class HFEngine(RolloutEngine):
                 )
             )
         return gens
+
+    def _record_gap(self, result, logits, new_ids, greedy: bool, temperature: float) -> None:
+        """:attr:`distribution_gap`: max |softmax(scores) − softmax(logits / T)| over the
+        real (non-pad) steps of this call; greedy: inf when an argmax differs."""
+        scores = torch.stack(result.scores, dim=1).float().cpu()  # [b, n, V]
+        real = torch.ones(new_ids.shape[:2], dtype=torch.bool)
+        for i in range(new_ids.shape[0]):  # steps after a row ended are padding
+            ends = [t for t, tok in enumerate(new_ids[i].tolist()) if tok in self._end_ids()]
+            if ends:
+                real[i, ends[0] + 1 :] = False
+        real = real[:, : scores.shape[1]]
+        target = torch.softmax(logits / (1.0 if greedy else temperature), dim=-1)
+        gap = (torch.softmax(scores, dim=-1) - target).abs().amax(dim=-1)[real]
+        value = float(gap.max()) if gap.numel() else 0.0
+        if greedy and not torch.equal(scores.argmax(-1)[real], logits.argmax(-1)[real]):
+            value = float("inf")
+        self.distribution_gap = max(self.distribution_gap, value)
+
+
+@contextlib.contextmanager
+def neutral_generation_config(model: nn.Module):
+    """Swap the model's ``generation_config`` for one without any sampling defaults (no
+    repetition penalty, n-gram ban, top-k …; only its token ids), restored afterwards."""
+    from transformers import GenerationConfig
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    holders = [
+        m for m in {id(model): model, id(base): base}.values() if hasattr(m, "generation_config")
+    ]
+    saved = [m.generation_config for m in holders]
+    old = saved[0] if saved else None
+    ids = {
+        k: getattr(old, k, None)
+        for k in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+    }
+    neutral = GenerationConfig(**{k: v for k, v in ids.items() if v is not None})
+    for m in holders:
+        m.generation_config = neutral
+    try:
+        yield neutral
+    finally:
+        for m, g in zip(holders, saved, strict=True):
+            m.generation_config = g
 
 
 def _cache_name(model: nn.Module) -> str:

@@ -164,6 +164,7 @@ class VLLMEngine(RolloutEngine):
             tensor_parallel_size=self.tensor_parallel_size,
             enable_prefix_caching=self.enable_prefix_caching,
             logprobs_mode="processed_logprobs",
+            generation_config="vllm",  # never the model's own sampling defaults (penalties, top-k)
             worker_extension_cls="slca_lightning.rollout.vllm_sync.WeightSyncExtension",
             enforce_eager=self.enforce_eager or on_cpu,
         )
@@ -317,17 +318,24 @@ class VLLMEngine(RolloutEngine):
 
         greedy = sampling.temperature <= 0
         detok = not self.engine_kwargs.get("skip_tokenizer_init", False)
-        return SamplingParams(
-            n=1,
-            temperature=0.0 if greedy else sampling.temperature,
-            top_p=1.0 if greedy else sampling.top_p,
-            max_tokens=sampling.max_new_tokens,
-            stop=(list(sampling.stop_strings) or None) if detok else None,
-            include_stop_str_in_output=True,
-            skip_special_tokens=False,
-            logprobs=0,
-            detokenize=detok,
-            seed=None if sampling.seed is None else sampling.seed + i,
+        return (
+            SamplingParams(  # neutral: sample exactly softmax(logits / T), what the trainer scores
+                n=1,
+                temperature=0.0 if greedy else sampling.temperature,
+                top_p=1.0 if greedy else sampling.top_p,
+                top_k=-1,
+                min_p=0.0,
+                repetition_penalty=1.0,
+                presence_penalty=0.0,
+                frequency_penalty=0.0,
+                max_tokens=sampling.max_new_tokens,
+                stop=(list(sampling.stop_strings) or None) if detok else None,
+                include_stop_str_in_output=True,
+                skip_special_tokens=False,
+                logprobs=0,
+                detokenize=detok,
+                seed=None if sampling.seed is None else sampling.seed + i,
+            )
         )
 
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig) -> list[Generation]:

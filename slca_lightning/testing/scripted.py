@@ -40,11 +40,10 @@ class ScriptedEngine(RolloutEngine):
             turn = max(context.count(header) - 1, 0)
             text = self.script(context, turn)
             why = None
-            for stop in sampling.stop_strings:
-                k = text.find(stop)
-                if k >= 0:
-                    text, why = text[: k + len(stop)], stop
-                    break
+            hits = [(text.find(s) + len(s), s) for s in sampling.stop_strings if s in text]
+            if hits:  # the earliest completed stop string, as a real engine sees them
+                end, why = min(hits)
+                text = text[:end]
             eos = self.tokenizer.eos_token
             if why is None and eos and eos in text:
                 text, why = text[: text.index(eos) + len(eos)], "eos"

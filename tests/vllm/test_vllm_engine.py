@@ -131,3 +131,32 @@ def test_real_kv_cache_overflow_at_start_names_the_settings(tmp_path, vllm_modul
     text = str(info.value)
     assert "gpu_memory_utilization" in text and "max_model_len (now 1048576)" in text
     assert "tensor_parallel_size" in text and "KV cache" in text
+
+
+def test_a_models_generation_defaults_never_shape_what_is_sampled(vllm_module):
+    """The saved model asks for repetition_penalty 1.3, top_k 5 and no_repeat_ngram_size 2
+    (as instruct models ship them): the engine still samples softmax(logits / T), the
+    distribution the trainer scores, and greedy decoding is the raw argmax (HFEngine's)."""
+    from slca_lightning.rollout.vllm_engine import VLLMEngine
+
+    model, tok = load_policy("tiny", seed=0)
+    cfg = model.generation_config
+    cfg.repetition_penalty, cfg.top_k, cfg.no_repeat_ngram_size, cfg.do_sample = 1.3, 5, 2, True
+    engine = VLLMEngine(dtype="float32")
+    engine.bind(model, tok)
+    engine.start()
+    try:
+        prompts = [tok.encode(t, add_special_tokens=False) for t in ("abc abc abc", "the weather")]
+        sampled = engine.generate(
+            prompts, SamplingConfig(max_new_tokens=24, temperature=0.7, seed=5, stop_strings=[])
+        )
+        for prompt, g in zip(prompts, sampled):
+            assert (
+                max_diff(g.logprobs, trainer_logprobs(model, prompt, g.token_ids, 0.7))
+                < LOGPROB_TOL
+            )
+        greedy = SamplingConfig(max_new_tokens=24, temperature=0.0, stop_strings=[])
+        hf = HFEngine(model, tok).generate(prompts, greedy)
+        assert [g.token_ids for g in engine.generate(prompts, greedy)] == [h.token_ids for h in hf]
+    finally:
+        engine.close()

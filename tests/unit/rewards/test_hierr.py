@@ -179,9 +179,9 @@ def test_credit_abstention_judges_the_reply_of_a_correct_abstention():
     ep = make_episode([text], task=task)
     judge = StubJudge(0.5)
     out = HierarchicalReward(judge=judge, credit_abstention=True)([ep])
-    assert out.channels["tool"].item() == pytest.approx(0.9)
+    assert out.channels["tool"].item() == pytest.approx(1.0)  # fmt credited: nothing malformed
     assert values(out, "channels", "summary") == [0.5]
-    assert out.channels["total"].item() == pytest.approx(1.4)
+    assert out.channels["total"].item() == pytest.approx(1.5)
     assert values(out, "flags", "judge_called") == [True]
     assert values(out, "flags", "abstention_credited") == [True]
     (request,) = judge.batches[0]
@@ -197,6 +197,19 @@ def test_credit_abstention_does_not_touch_tool_tasks_or_callers_on_irrelevant_ta
     out = HierarchicalReward(judge=judge, credit_abstention=True)([called, omitted])
     assert values(out, "channels", "summary") == [0.0, -0.5]
     assert values(out, "flags", "abstention_credited") == [False, False]
+    assert judge.batches == []
+
+
+def test_credit_abstention_gives_no_summary_credit_after_an_unwanted_call():
+    judge = StubJudge(1.0)
+    irrelevant = make_task(gold=[], subset="irrelevant", task_id="irr")
+    called = make_episode(
+        [CALL, "The weather in Paris is sunny and warm today."], [[RESULT], []], task=irrelevant
+    )
+    paper = HierarchicalReward(judge=StubJudge(1.0))([called])
+    out = HierarchicalReward(judge=judge, credit_abstention=True)([called])
+    assert values(paper, "channels", "summary") == [1.0]  # the paper judges it
+    assert values(out, "channels", "summary") == [0.0]
     assert judge.batches == []
 
 
