@@ -63,6 +63,21 @@ from slca_lightning.types import RolloutBatch, to_device
 _WEIGHTED_BY_TOKENS = {"token-mean", "dapo", "bnpo"}
 
 
+def zero_dropout(model: torch.nn.Module) -> torch.nn.Module:
+    """Set every dropout probability of ``model`` to 0 (modules and the config's
+    ``*dropout*`` fields, which attention implementations read), in place."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            module.p = 0.0
+        if hasattr(module, "attention_dropout") and isinstance(module.attention_dropout, float):
+            module.attention_dropout = 0.0
+    config = getattr(model, "config", None)
+    for key in list(vars(config)) if config is not None else []:
+        if "dropout" in key and isinstance(getattr(config, key), float):
+            setattr(config, key, 0.0)
+    return model
+
+
 class SLCAGRPOModule(L.LightningModule):
     """Policy (+ frozen reference) trained by a segment-routed PPO-clip objective.
 
@@ -171,7 +186,12 @@ class SLCAGRPOModule(L.LightningModule):
         if self.lora is not None:
             policy = apply_lora(policy, self.lora)
         elif hp.kl_coef > 0:
-            self.reference = copy.deepcopy(policy).eval().requires_grad_(False)
+            self.reference = zero_dropout(copy.deepcopy(policy).requires_grad_(False))
+        # RL samples and scores one deterministic network: no dropout, so train mode (what
+        # Lightning expects of a module it trains) computes exactly what eval mode does
+        zero_dropout(policy).train()
+        if self.reference is not None:
+            self.reference.train()
         mesh = getattr(self, "_device_mesh", None)  # set by ModelParallelStrategy (FSDP2)
         if mesh is not None:
             for net in (policy, self.reference):
@@ -180,6 +200,11 @@ class SLCAGRPOModule(L.LightningModule):
         self.policy, self.tokenizer = policy, tokenizer
         if hasattr(self.segmenter, "tokenizer") and self.segmenter.tokenizer is None:
             self.segmenter.tokenizer = tokenizer
+
+    def on_train_start(self) -> None:
+        # from_pretrained returns eval mode; train mode (dropout is 0) while training
+        if self.policy is not None:
+            self.policy.train()
 
     def on_fit_start(self) -> None:
         # before any rollout: a router reading a channel the head lacks fails here, not at step 1
@@ -257,13 +282,28 @@ class SLCAGRPOModule(L.LightningModule):
             return grouped_logprobs(model, ids, am, batch.group_ids[rows], **kw)
         return sequence_logprobs(model, ids, am, **kw)
 
+    def _partition(self, b: int, gen: torch.Generator) -> list[list[torch.Tensor]]:
+        """One PPO epoch's rows: mini-batches (shuffled when there are several), each a list
+        of micro-batches of at most ``micro_batch_size`` rows."""
+        hp = self.hparams
+        order = torch.randperm(b, generator=gen) if hp.mini_batches > 1 else torch.arange(b)
+        minis = torch.tensor_split(order, hp.mini_batches)
+        return [list(torch.split(mini, hp.micro_batch_size)) for mini in minis if len(mini)]
+
     @torch.no_grad()
-    def _full_logprobs(self, model, batch: RolloutBatch) -> torch.Tensor:
-        mbs = self.hparams.micro_batch_size
-        rows = torch.arange(batch.batch_size, device=batch.input_ids.device)
-        return torch.cat(
-            [self._logprobs(model, batch, rows[i : i + mbs]) for i in range(0, len(rows), mbs)]
-        )
+    def _full_logprobs(
+        self, model, batch: RolloutBatch, plan: list[list[torch.Tensor]] | None = None
+    ) -> torch.Tensor:
+        """Log-probs of every row, computed micro-batch by micro-batch as in ``plan`` (the
+        first epoch's partition), so the first update sees bit-identical values."""
+        if plan is None:
+            plan = self._partition(batch.batch_size, torch.Generator().manual_seed(0))
+        out = torch.zeros(batch.input_ids.shape, dtype=torch.float32, device=self.device)
+        for mini in plan:
+            for micro in mini:
+                micro = micro.to(self.device)
+                out[micro] = self._logprobs(model, batch, micro).float()
+        return out
 
     def _norm_length(self, batch: RolloutBatch) -> int | None:
         """``max_len`` of :func:`~slca_lightning.losses.aggregate` (Dr.GRPO's constant
@@ -365,13 +405,15 @@ class SLCAGRPOModule(L.LightningModule):
             loss_mask &= ~batch.truncated[:, None]
 
         t0 = time.perf_counter()
+        gen = torch.Generator().manual_seed(hp.seed * 1_000_003 + step)
+        plan = self._partition(batch.batch_size, gen)  # the first epoch's micro-batches
         single_pass = hp.ppo_epochs == 1 and hp.mini_batches == 1
         engine = getattr(getattr(self.trainer, "datamodule", None), "engine", None)
         untrusted = not getattr(engine, "logprobs_trusted", True) or hp.tis_cap is not None
         if hp.old_logprobs == "rollout":
             old = batch.old_logprobs
         elif hp.old_logprobs == "recompute" or not single_pass or untrusted:
-            old = self._full_logprobs(self.policy, batch)
+            old = self._full_logprobs(self.policy, batch, plan)
         else:
             old = None  # ratio is exactly 1: use the current log-probs, detached
         metrics["time/old_logprobs"] = time.perf_counter() - t0
@@ -379,10 +421,10 @@ class SLCAGRPOModule(L.LightningModule):
         ref = None
         if hp.kl_coef > 0:
             if self.reference is not None:
-                ref = self._full_logprobs(self.reference, batch)
+                ref = self._full_logprobs(self.reference, batch, plan)
             else:
                 with self._reference_context():
-                    ref = self._full_logprobs(self.policy, batch)
+                    ref = self._full_logprobs(self.policy, batch, plan)
         metrics["time/ref_logprobs"] = time.perf_counter() - t0
         is_w = None
         if batch.old_logprobs is not None and old is not None and old is not batch.old_logprobs:
@@ -393,7 +435,7 @@ class SLCAGRPOModule(L.LightningModule):
                 metrics["rollout/tis_weight_mean"] = float(is_w[m].mean()) if m.any() else 1.0
 
         t0 = time.perf_counter()
-        metrics.update(self._update(batch, advantages, loss_mask, old, ref, is_w))
+        metrics.update(self._update(batch, advantages, loss_mask, old, ref, is_w, gen, plan))
         metrics["time/update"] = time.perf_counter() - t0
         step_time = sum(
             metrics.get(k, 0.0)
@@ -434,23 +476,29 @@ class SLCAGRPOModule(L.LightningModule):
         )
         return None
 
-    def _update(self, batch, advantages, loss_mask, old, ref, is_w=None) -> dict[str, float]:
+    def _update(
+        self, batch, advantages, loss_mask, old, ref, is_w=None, gen=None, plan=None
+    ) -> dict[str, float]:
+        """``ppo_epochs`` passes; the first uses ``plan`` (the partition the old and
+        reference log-probs were computed with, so the first optimiser step sees ratio 1
+        and, with reference = policy, KL 0, bit for bit), later ones reshuffle with ``gen``."""
         hp = self.hparams
         opt = self.optimizers()
         sched = self.lr_schedulers()
         b = batch.batch_size
-        gen = torch.Generator().manual_seed(hp.seed * 1_000_003 + int(self.global_step))
+        if gen is None:
+            gen = torch.Generator().manual_seed(hp.seed * 1_000_003 + int(self.global_step))
+        if plan is None:
+            plan = self._partition(b, gen)
         sums: dict[str, float] = {}
         tokens = 0.0
         grad_norms = []
         engine_logp = batch.old_logprobs if old is None else None  # mismatch on the fly
         mismatch = [0.0, 0]
         norm_len = self._norm_length(batch)
-        for _ in range(hp.ppo_epochs):
-            order = torch.randperm(b, generator=gen) if hp.mini_batches > 1 else torch.arange(b)
-            for mini in torch.tensor_split(order, hp.mini_batches):
-                if len(mini) == 0:
-                    continue
+        for epoch in range(hp.ppo_epochs):
+            for micros in plan if epoch == 0 else self._partition(b, gen):
+                mini = torch.cat(micros)
                 opt.zero_grad(set_to_none=True)
                 mini_tokens = int(loss_mask[mini].sum())
                 mini_rows = (
@@ -458,7 +506,7 @@ class SLCAGRPOModule(L.LightningModule):
                     if hp.aggregation in ("seq-mean-token-mean", "grpo")
                     else len(mini)
                 )
-                for micro in torch.split(mini, hp.micro_batch_size):
+                for micro in micros:
                     micro = micro.to(self.device)
                     logp, ent = self._logprobs(self.policy, batch, micro, entropy=True)
                     mask = loss_mask[micro]

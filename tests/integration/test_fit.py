@@ -347,3 +347,47 @@ def test_lora_fit_trains_only_the_adapter_and_uses_the_base_as_reference(tmp_pat
     assert all(not torch.equal(before[n], after[n]) for n in trainable if "lora_B" in n)
     frozen = [n for n in before if n not in trainable]
     assert all(torch.equal(before[n], after[n]) for n in frozen)
+
+
+def test_first_update_sees_ratio_one_and_kl_zero_bit_for_bit_with_shuffled_minibatches(
+    tmp_path, monkeypatch
+):
+    """policy = reference = sampler at the first optimiser step: with 2 shuffled mini-batches
+    of 3-row micro-batches, the old and reference log-probs of every row of the first
+    mini-batch equal the update's own, bit for bit (same partition, same kernels). The
+    spy records ``policy_loss``'s inputs and calls the real function."""
+    import slca_lightning.module as module_mod
+
+    seen = []
+
+    def spy(logp, old, adv, mask, **kw):
+        seen.append((logp.detach().clone(), old.clone(), kw["ref_logprobs"].clone(), mask.clone()))
+        training = [m.training for m in cli.model.policy.modules()]
+        seen[-1] += (all(training),)
+        return policy_loss(logp, old, adv, mask, **kw)
+
+    monkeypatch.setattr(module_mod, "policy_loss", spy)
+    cli = build(
+        tmp_path,
+        "--trainer.max_steps=2",
+        "--trainer.logger=false",
+        "--trainer.enable_checkpointing=false",
+        "--model.kl_coef=0.01",
+        "--model.mini_batches=2",
+        "--model.micro_batch_size=2",
+        "--model.old_logprobs=recompute",
+    )
+    cli.trainer.fit(cli.model, cli.datamodule)
+    assert cli.trainer.global_step == 2  # one rollout batch, two optimiser steps
+    rows = 2 * 3  # prompts_per_step × group_size: 3 rows a mini-batch, micro-batches of 2
+    first = seen[:2]  # the first mini-batch: 2 micro-batches (2 + 1 rows)
+    assert sum(int(s[0].shape[0]) for s in first) == rows // 2
+    for logp, old, ref, mask, training in first:
+        assert torch.equal(logp[mask], old[mask])  # ratio exactly 1
+        assert torch.equal(logp[mask], ref[mask])  # k3 KL exactly 0
+        assert training  # the policy trains in train mode ...
+    dropouts = [m for m in cli.model.policy.modules() if isinstance(m, torch.nn.Dropout)]
+    assert all(m.p == 0.0 for m in dropouts)  # ... with no dropout
+    assert cli.model.policy.config.attention_dropout == 0.0
+    later = seen[2:]
+    assert later and any(not torch.equal(s[0][s[3]], s[1][s[3]]) for s in later)
