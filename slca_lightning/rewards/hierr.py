@@ -40,6 +40,7 @@ calling tools the task does not need.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import torch
 
@@ -81,8 +82,9 @@ class HierarchicalReward(RewardHead):
 
     After each call :attr:`last_stats` holds the batch's counts (``judge_calls``,
     ``judge_failures``, ``judge_batches``, ``omitted``, ``abstention_credited``, and
-    ``judge_errors/<ExceptionType>`` when ``judge.score`` raised: an environment error,
-    logged once per type, that makes every verdict of the batch a failed one, never a crash);
+    ``judge_errors/<ExceptionType>``: exceptions ``judge.score`` raised, environment errors
+    logged once per type and never a crash: the batch is then scored one request at a time,
+    and a request that raises again gets a failed verdict);
     :attr:`num_judge_calls` and :attr:`num_judge_failures` accumulate over calls.
 
     Args:
@@ -198,13 +200,19 @@ class HierarchicalReward(RewardHead):
 
         judge_called = [False] * b
         judge_failed = [False] * b
-        judge_error = None
+        judge_errors: Counter[str] = Counter()
         if requests:
             try:
                 verdicts = self.judge.score(requests)
-            except Exception as exc:  # an environment error: failed verdicts, never a crash
-                judge_error = report_env_error(exc, "the summary judge")
-                verdicts = [JudgeVerdict(0.0, failed=True) for _ in requests]
+            except Exception as exc:  # an environment error, never a crash: score one by
+                report_env_error(exc, "the summary judge", judge_errors)  # one, and only
+                verdicts = []  # the requests that raise again get failed verdicts
+                for request in requests:
+                    try:
+                        verdicts += self.judge.score([request])[:1]
+                    except Exception as again:
+                        report_env_error(again, "the summary judge", judge_errors)
+                        verdicts.append(JudgeVerdict(0.0, failed=True))
             if len(verdicts) != len(requests):
                 raise ValueError(
                     f"{type(self.judge).__name__}.score returned {len(verdicts)} verdicts "
@@ -270,6 +278,6 @@ class HierarchicalReward(RewardHead):
             "omitted": sum(omitted),
             "abstention_credited": sum(credited),
         }
-        if judge_error is not None:  # the judge raised: every verdict of the batch failed
-            self.last_stats[f"judge_errors/{judge_error}"] = len(requests)
+        for name, count in judge_errors.items():  # exceptions judge.score raised, by type
+            self.last_stats[f"judge_errors/{name}"] = count
         return output

@@ -5,11 +5,13 @@ backend and the raising judge are the faults under test (a server that is down).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from slca_lightning.data.sources import SyntheticTasks
 from slca_lightning.rewards import HierarchicalReward
-from slca_lightning.rewards.judges import SummaryJudge
+from slca_lightning.rewards.judges import JudgeVerdict, SummaryJudge
 from slca_lightning.rollout.datamodule import RolloutDataModule
 from slca_lightning.testing import build_tiny_tokenizer
 from slca_lightning.testing.scripted import ScriptedEngine
@@ -81,10 +83,13 @@ def test_a_few_errors_never_stop_the_run_and_the_check_can_be_disabled(tok):
 
 
 class RaisingJudge(SummaryJudge):
-    """A judge whose server fails mid-request."""
+    """A judge whose server fails on any batch holding a reply that mentions ``poison``
+    (as the rule judge did on a huge number in a tool result)."""
 
     def score(self, requests):
-        raise OSError("judge server reset the connection")
+        if any("poison" in r.reply for r in requests):
+            raise OSError("judge server reset the connection")
+        return [JudgeVerdict(0.75) for _ in requests]
 
 
 def test_a_raising_judge_gives_failed_verdicts_not_a_crash():
@@ -101,10 +106,11 @@ def test_a_raising_judge_gives_failed_verdicts_not_a_crash():
         assistant_texts=[call, "The sum of 1 and 2 is 3."],
         tool_results=[[ToolResult(ToolCall("add", {"a": 1, "b": 2}), '{"result":3}')], []],
     )
+    bad = replace(ep, assistant_texts=[call, "The sum is 3, poison."])
     head = HierarchicalReward(judge=RaisingJudge(), extra_channels=[])
-    out = head([ep, ep])
-    assert out.flags["judge_failed"].tolist() == [True, True]
-    assert out.channels["summary"].tolist() == [0.0, 0.0]
-    assert out.channels["tool"][0] > 0.9  # the process reward is computed as usual
-    assert head.last_stats["judge_errors/OSError"] == 2
-    assert head.last_stats["judge_failures"] == 2
+    out = head([ep, bad, ep])
+    assert out.flags["judge_failed"].tolist() == [False, True, False]
+    assert out.channels["summary"].tolist() == [0.75, 0.0, 0.75]  # only its row fails
+    assert out.channels["tool"][1] > 0.9  # the process reward is computed as usual
+    assert head.last_stats["judge_errors/OSError"] == 2  # the batch, then the row
+    assert head.last_stats["judge_failures"] == 1
