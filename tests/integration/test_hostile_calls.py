@@ -20,6 +20,7 @@ import random
 from dataclasses import replace
 
 import lightning as L
+import pytest
 
 from slca_lightning.cli import main
 from slca_lightning.data.sources import SyntheticTasks
@@ -171,6 +172,7 @@ class Witness(L.Callback):
         self.metrics.append({k: float(v) for k, v in trainer.callback_metrics.items()})
 
 
+@pytest.mark.slow
 def test_a_fit_survives_a_thousand_hostile_calls_and_answers_every_one(tmp_path):
     cli = main([*ARGS, f"--trainer.default_root_dir={tmp_path}"], run=False)
     cli.model.configure_model()
