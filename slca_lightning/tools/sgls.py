@@ -191,9 +191,9 @@ class SchemaGuidedSimulator(ToolSimulator):
     def _env_error(self, exc: BaseException, where: str) -> None:
         """Count an environment failure by type in :attr:`env_errors` (first traceback of
         each type logged)."""
-        with self._lock:
-            counts = self.env_errors
-        report_env_error(exc, where, counts)
+        name = report_env_error(exc, where)
+        with self._lock:  # calls of a batch run on several threads
+            self.env_errors[name] += 1
 
     def clear_cache(self) -> None:
         """Forget every cached observation (on disk too)."""

@@ -26,8 +26,10 @@ from slca_lightning.cli import main
 from slca_lightning.data.sources import SyntheticTasks
 from slca_lightning.rollout.agent_loop import not_executed
 from slca_lightning.testing.scripted import ScriptedEngine
+from slca_lightning.tools.env_errors import EnvironmentBrokenError
 from slca_lightning.tools.parsing import parse_tool_calls
 from slca_lightning.tools.sanitize import is_clean
+from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolBackend
 
 CAP = 16
 STEPS = 7
@@ -226,3 +228,35 @@ def test_a_fit_survives_a_thousand_hostile_calls_and_answers_every_one(tmp_path)
     for logged in witness.metrics:
         assert logged["env/errors"] == 0.0
     print(f"hostile calls written {written}, answered {answered}, in overflow {overflowed}")
+
+
+class DeadBackend(ToolBackend):
+    """A tool server that is down (the broken environment under test)."""
+
+    def execute(self, call, schema, task):
+        raise ConnectionResetError("connection reset by peer")
+
+
+def test_a_broken_environment_stops_the_fit_loudly_instead_of_training_on_errors(tmp_path):
+    args = [a for a in ARGS if not a.startswith(("--trainer.max_steps", "--data.group_size"))]
+    cli = main(
+        [
+            *args,
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.max_steps=2",
+            "--data.group_size=2",
+            "--data.max_env_error_rate=0.5",
+        ],
+        run=False,
+    )
+    cli.model.configure_model()
+    tok = cli.model.tokenizer
+    call = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>'
+    cli.datamodule.source = CompactTasks(n_train=8, n_heldout=2, families=["math"])
+    cli.datamodule.engine = ScriptedEngine(
+        tok, lambda context, turn: (call if turn == 0 else "Sorry.") + tok.eos_token
+    )
+    cli.datamodule.simulator = SchemaGuidedSimulator(DeadBackend(), timeout_s=None, max_retries=0)
+    with pytest.raises(EnvironmentBrokenError, match=r"ConnectionResetError=4.*max_env_error"):
+        cli.trainer.fit(cli.model, cli.datamodule)
+    assert cli.trainer.global_step == 0  # no update on a batch of error observations

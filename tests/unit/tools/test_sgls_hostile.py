@@ -97,6 +97,9 @@ def test_environment_errors_are_counted_by_type_injected_faults_and_tool_errors_
     assert result.error_kind == "backend_error"
     assert json.loads(utf8(result.content)) == {"error": "ConnectionError: down \ufffd"}
     assert dict(s.env_errors) == {"ConnectionError": 3}
+    batch = [(ToolCall("add", {"a": k, "b": 2}), TASK) for k in range(40)]
+    assert all(r.error_kind == "backend_error" for r in s.simulate_batch(batch))
+    assert dict(s.env_errors) == {"ConnectionError": 43}  # counted from 8 threads
 
     release = threading.Event()
 
