@@ -6,7 +6,7 @@ ScriptedEngine that writes seeded hostile call blocks as plain ASCII (what a mod
 sample): lone surrogates and control characters spelled as JSON escapes in names, keys and
 values, huge integers (results past Python's 4,300-digit limit), NaN and Infinity, wrong
 JSON types, deep nesting (some past the parser's recursion limit), raw control bytes,
-unbalanced tags, turns of up to 36 entries and, in the last step, one block of 2,000
+unbalanced tags, turns of up to 44 entries and, in the last step, one block of 2,000
 entries. The run must finish with no environment error, every entry must be answered by
 its own observation or counted in its turn's overflow observation, and no observation may
 hold text an encoder rejects. (Found on the way: the rule judge raised OverflowError on a
@@ -32,7 +32,7 @@ from slca_lightning.tools.sanitize import is_clean
 from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolBackend
 
 CAP = 16
-STEPS = 7
+STEPS = 6
 ROWS = 8  # prompts_per_step × group_size
 # Response tokens an episode may spend on hostile turns (the tiny tokenizer spends about one
 # token per character; the update's cost grows with the row length, so rows stay short),
@@ -42,7 +42,7 @@ TURN_CHARS = 900  # longest hostile turn (regenerated until shorter)
 MEGA_ENTRIES = 2000
 ARGS = [
     "--model.model=tiny",
-    "--model.micro_batch_size=4",
+    "--model.micro_batch_size=8",
     "--model.kl_coef=0",
     "--data.prompts_per_step=2",
     "--data.group_size=4",
@@ -138,7 +138,7 @@ def _hostile_turn(rng: random.Random) -> str:
         return "<tool_call>" * rng.randint(1, 40) + "\n" + json.dumps(entries) + "\n</tool_call>"
     entries = [hostile_entry(rng) for _ in range(rng.randint(1, CAP + 8))]
     if rng.random() < 0.5:  # many short ones: wrong types, bad names
-        entries += [rng.choice([5, {}, {"name": 7}, {"name": "x\udc00"}]) for _ in range(12)]
+        entries += [rng.choice([5, {}, {"name": 7}, {"name": "x\udc00"}]) for _ in range(20)]
     body = json.dumps(entries if len(entries) > 1 or rng.random() < 0.5 else entries[0])
     return f"<tool_call>\n{body}\n</tool_call>"
 
@@ -227,6 +227,7 @@ def test_a_fit_survives_a_thousand_hostile_calls_and_answers_every_one(tmp_path)
     assert overflowed >= MEGA_ENTRIES - CAP
     for logged in witness.metrics:
         assert logged["env/errors"] == 0.0
+        assert logged["rollout/render_check_failed"] == 0.0  # ids re-render exactly
     print(f"hostile calls written {written}, answered {answered}, in overflow {overflowed}")
 
 
