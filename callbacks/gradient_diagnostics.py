@@ -17,6 +17,8 @@ from collections.abc import Sequence
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from slca_lightning.config_checks import check_args
+
 __all__ = ["GradientDiagnostics", "gradient_stats", "norm_spread"]
 
 
@@ -96,6 +98,7 @@ class GradientDiagnostics(Callback):
         micro_batch_size: int | None = None,
         filename: str | None = "gradient_diagnostics.md",
     ) -> None:
+        check_args(GradientDiagnostics, locals())
         if every_n_steps < 1:
             raise ValueError(f"GradientDiagnostics.every_n_steps must be ≥ 1, got {every_n_steps}")
         self.every_n_steps = every_n_steps

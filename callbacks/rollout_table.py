@@ -17,6 +17,8 @@ from typing import Any
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from slca_lightning.config_checks import check_args
+
 __all__ = ["RolloutTable", "rollout_html"]
 
 _PRIMARY = ("tool", "summary", "total")
@@ -310,6 +312,7 @@ class RolloutTable(Callback):
         console: bool = True,
         html: bool = True,
     ) -> None:
+        check_args(RolloutTable, locals())
         if every_n_steps < 1 or num_episodes < 1 or max_tokens < 2:
             raise ValueError("every_n_steps, num_episodes must be ≥ 1 and max_tokens ≥ 2")
         self.every_n_steps = every_n_steps

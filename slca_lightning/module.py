@@ -41,6 +41,7 @@ from slca_lightning.advantages import (
     advantage_contamination,
     summary_leakage,
 )
+from slca_lightning.config_checks import check_args
 from slca_lightning.losses import (
     AGGREGATION_ALIASES,
     logprob_mismatch,
@@ -149,6 +150,7 @@ class SLCAGRPOModule(L.LightningModule):
         dtype: str = "float32",
         seed: int = 0,
     ) -> None:
+        check_args(SLCAGRPOModule, locals(), "model")
         super().__init__()
         for name, value in (
             ("ppo_epochs", ppo_epochs),

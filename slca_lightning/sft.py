@@ -20,6 +20,7 @@ import lightning
 import torch
 from torch.utils.data import DataLoader
 
+from slca_lightning.config_checks import check_args
 from slca_lightning.policy import (
     LoraSettings,
     apply_lora,
@@ -162,6 +163,7 @@ class SFTDataModule(lightning.LightningDataModule):
         max_tokens: int | None = None,
         skip: tuple[int, int] | None = None,
     ):
+        check_args(SFTDataModule, locals())
         super().__init__()
         if skip is not None and not (0 <= skip[0] <= skip[1]):
             raise ValueError(f"SFTDataModule.skip must be (lo, hi) with 0 <= lo <= hi, got {skip}")
@@ -267,6 +269,7 @@ class SFTModule(lightning.LightningModule):
         context_weight: float = 0.0,
         final_lr_fraction: float = 1.0,
     ):
+        check_args(SFTModule, locals())
         super().__init__()
         self.save_hyperparameters()
         self.model: Any = None

@@ -33,6 +33,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any, Literal
 
+from slca_lightning.config_checks import check_args
 from slca_lightning.rollout.engine import RolloutEngine, SamplingConfig
 from slca_lightning.tools.env_errors import env_error_json, report_env_error
 from slca_lightning.tools.parsing import parse_tool_calls
@@ -125,6 +126,7 @@ class AgentLoop:
         max_tool_response_tokens: int = 2048,
         render_check: Literal["strict", "warn", "off"] = "warn",
     ) -> None:
+        check_args(AgentLoop, locals(), "data")
         if render_check not in ("strict", "warn", "off"):
             raise ValueError(
                 f"render_check must be 'strict', 'warn' or 'off', got {render_check!r}"

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import lightning as L
 
+from slca_lightning.config_checks import check_args
 from slca_lightning.data.sources import SyntheticTasks, TaskSource
 from slca_lightning.policy import rollout_weights
 from slca_lightning.rollout.agent_loop import AgentLoop
@@ -199,6 +200,7 @@ class RolloutDataModule(L.LightningDataModule):
         max_env_error_rate: float | None = 0.5,
         min_env_errors: int = 4,
     ) -> None:
+        check_args(RolloutDataModule, locals(), "data")
         super().__init__()
         if prompts_per_step < 1:
             raise ValueError(f"prompts_per_step must be ≥ 1, got {prompts_per_step}")

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from slca_lightning.config_checks import check_args
 from slca_lightning.rollout.engine import Generation, RolloutEngine, SamplingConfig
 
 
@@ -63,6 +64,7 @@ class HFEngine(RolloutEngine):
         min_shared_prefix: int = 64,
         check_distribution: bool = False,
     ):
+        check_args(HFEngine, locals(), "data.engine.init_args")
         self.model = model
         self.check_distribution = check_distribution
         self.distribution_gap = 0.0

@@ -40,6 +40,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from slca_lightning.config_checks import check_args
 from slca_lightning.rollout.engine import Generation, RolloutEngine, SamplingConfig
 from slca_lightning.rollout.vllm_errors import WeightSyncTimeout, import_vllm, start_error_hint
 from slca_lightning.rollout.vllm_sync import full_state_items, pack_weights
@@ -97,6 +98,7 @@ class VLLMEngine(RolloutEngine):
         enforce_eager: bool = False,
         engine_kwargs: dict[str, Any] | None = None,
     ) -> None:
+        check_args(VLLMEngine, locals(), "data.engine.init_args")
         if sync not in ("full", "adapter", "none"):
             raise ValueError(f"VLLMEngine.sync must be 'full', 'adapter' or 'none', got {sync!r}")
         if not 0.0 < gpu_memory_utilization <= 1.0:

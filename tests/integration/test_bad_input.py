@@ -120,7 +120,7 @@ def test_bad_calls_empty_and_cut_generations_and_a_dead_backend_never_stop_the_r
 
 
 def test_invalid_setting_names_the_field(tmp_path):
-    with pytest.raises(ValueError, match=r"model\.ppo_epochs must be ≥ 1"):
+    with pytest.raises(ValueError, match=r"^model\.ppo_epochs: must be an integer >= 1, got 0$"):
         main([*ARGS, f"--trainer.default_root_dir={tmp_path}", "--model.ppo_epochs=0"], run=False)
 
 

@@ -88,5 +88,8 @@ def test_paper_recipe_with_vllm_and_fsdp2_and_lora_adapter_sync_composes():
 
 
 def test_bad_engine_setting_in_an_overlay_names_the_field():
-    with pytest.raises(ValueError, match="gpu_memory_utilization must be in"):
+    with pytest.raises(
+        ValueError,
+        match=r"data\.engine\.init_args\.gpu_memory_utilization: must be a number in \(0, 1\]",
+    ):
         compose("vllm.yaml", extra=("--data.engine.init_args.gpu_memory_utilization=1.5",))

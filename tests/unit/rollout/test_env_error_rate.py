@@ -78,7 +78,7 @@ def test_a_step_above_the_rate_stops_the_run_loudly(tok):
 def test_a_few_errors_never_stop_the_run_and_the_check_can_be_disabled(tok):
     next(datamodule(tok, max_env_error_rate=0.4, min_env_errors=5).train_dataloader())
     next(datamodule(tok, max_env_error_rate=None).train_dataloader())
-    with pytest.raises(ValueError, match=r"data\.max_env_error_rate must be in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"data\.max_env_error_rate: must be a number in \[0, 1\]"):
         RolloutDataModule(max_env_error_rate=1.5)
 
 
