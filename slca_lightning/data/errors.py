@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 from collections.abc import Collection, Iterator
 from typing import Any, NoReturn
@@ -75,12 +76,45 @@ class JsonlTaskFormatError(DataFormatError):
     """A row of a project JSONL task file (:mod:`slca_lightning.data.tasks`) that is invalid."""
 
 
+class _NonFinite(str):
+    """A ``NaN`` / ``Infinity`` / ``-Infinity`` token (or an overflowing number) met while
+    decoding, kept as its text so that the field holding it can be named."""
+
+
+def _parse_float(text: str) -> float | _NonFinite:
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite(text)
+
+
+def _non_finite(value: Any, field: str = "") -> tuple[str, str] | None:
+    """``(field path, token)`` of the first non-finite number in a decoded row, or None."""
+    if isinstance(value, _NonFinite):
+        return field, str(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _non_finite(item, f"{field}.{key}" if field else str(key))
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _non_finite(item, f"{field}[{i}]")
+            if found:
+                return found
+    return None
+
+
 def iter_jsonl(
     path: str | os.PathLike, error: type[DataFormatError] = DataFormatError
 ) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line_number, value)`` for every non-blank line; bad lines raise ``error``."""
+    """Yield ``(line_number, value)`` for every non-blank line; bad lines raise ``error``.
+
+    A UTF-8 byte-order mark at the start of the file is skipped. ``NaN``, ``Infinity`` and
+    numbers too large for a float (``1e999``) are refused, naming the field that holds them.
+    """
     with open(path, "rb") as fh:
         for number, raw in enumerate(fh, start=1):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
@@ -88,13 +122,22 @@ def iter_jsonl(
             if not text.strip():
                 continue
             try:
-                value = json.loads(text)
+                value = json.loads(text, parse_constant=_NonFinite, parse_float=_parse_float)
             except json.JSONDecodeError as err:
                 raise error(
                     path, number, None, f"invalid JSON ({err.msg} at column {err.colno})"
                 ) from None
             except (ValueError, RecursionError) as err:
                 raise error(path, number, None, f"invalid JSON ({err})") from None
+            bad = _non_finite(value)
+            if bad is not None:
+                field, token = bad
+                raise error(
+                    path,
+                    number,
+                    field or None,
+                    f"{token} is not a finite number (JSON has no NaN or Infinity)",
+                )
             yield number, value
 
 

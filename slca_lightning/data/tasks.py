@@ -33,7 +33,8 @@ Written by :func:`save_jsonl_tasks` only when the defaults would not reproduce t
 ``load_jsonl_tasks(save_jsonl_tasks(tasks, p))`` gives back equal tasks.
 
 Errors raise :class:`JsonlTaskFormatError` naming the file, the 1-based line and the field
-(``gold_calls[0][1].name``).
+(``gold_calls[0][1].name``). The file is UTF-8 (a leading byte-order mark is skipped);
+``NaN`` and ``Infinity`` are refused (JSON has neither; Python's ``json`` would accept them).
 """
 
 from __future__ import annotations
@@ -197,4 +198,8 @@ def save_jsonl_tasks(tasks: Iterable[Task], path: str | os.PathLike) -> None:
         os.makedirs(parent, exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="\n") as fh:
         for task in tasks:
-            fh.write(json.dumps(task_to_record(task), ensure_ascii=False) + "\n")
+            try:
+                line = json.dumps(task_to_record(task), ensure_ascii=False, allow_nan=False)
+            except ValueError as err:  # NaN / Infinity: the loader would refuse the file
+                raise ValueError(f"task {task.task_id!r}: cannot be saved as JSON: {err}") from None
+            fh.write(line + "\n")
