@@ -179,6 +179,27 @@ class SLCAGRPOModule(L.LightningModule):
         self._constant_streak: dict[str, int] = {}
         self._warned_norm_length = False
 
+    @classmethod
+    def load_from_checkpoint(  # type: ignore[override]
+        cls, checkpoint_path: Any, *args: Any, trust_class_prefix: Any = (), **kwargs: Any
+    ) -> SLCAGRPOModule:
+        """Lightning's ``load_from_checkpoint``, after the checkpoint passed
+        :func:`slca_lightning.checkpoints.load_checkpoint` (read weights-only; every class
+        path in its hyper-parameters under ``slca_lightning``, ``callbacks`` or a prefix of
+        ``trust_class_prefix``), and itself read weights-only."""
+        from slca_lightning.checkpoints import check_class_paths, load_checkpoint
+
+        load_checkpoint(checkpoint_path, trust_class_prefix)
+        if kwargs.get("hparams_file"):
+            import yaml
+
+            with open(kwargs["hparams_file"]) as fh:
+                check_class_paths(
+                    yaml.safe_load(fh), str(kwargs["hparams_file"]), trust_class_prefix
+                )
+        kwargs["weights_only"] = True
+        return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
+
     # -- models --------------------------------------------------------------------------
     def configure_model(self) -> None:
         if self.policy is not None:

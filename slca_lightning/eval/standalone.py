@@ -7,9 +7,10 @@
     slca eval --model tiny-sft --config configs/quickstart.yaml --evaluators in_domain
 
 (also ``python -m slca_lightning.eval``). The model comes from ``--checkpoint`` (a ``slca
-fit`` checkpoint: the module is rebuilt from its saved hyper-parameters, reward head
-included, then its weights are loaded) or ``--model`` (``tiny``, ``tiny-sft`` or a local HF
-folder). The tasks, agent-loop caps and simulator come from the ``data:`` section of
+fit`` checkpoint: the module is rebuilt from its saved hyper-parameters on top of the
+config's ``model:`` section, components included, then its weights are loaded) or
+``--model`` (``tiny``, ``tiny-sft`` or a local HF folder). The tasks, agent-loop caps
+and simulator come from the ``data:`` section of
 ``--config`` (default: the ``config.yaml`` that ``slca fit`` saved beside the checkpoint,
 one or two folders up; else the built-in synthetic suite); with ``--model`` the config's
 ``model:`` section (reward head, ...) is used too. Every evaluator writes ``<out>/<name>.md``
@@ -18,6 +19,11 @@ per-category accuracy and overall, τ²'s Pass^k); ``<out>/summary.json`` holds 
 (NaN as null) and the paths of the plots. Evaluators are looked up by name in
 :mod:`slca_lightning.eval.registry`; options reach them as ``--arg <name>.<key>=<value>``
 (the value read as YAML).
+
+Checkpoints are read with ``torch.load(weights_only=True)``, and every component class path
+in the checkpoint's hyper-parameters (and in a ``config.yaml`` found beside it) must lie
+under ``slca_lightning`` or ``callbacks`` or a prefix given with ``--trust_class_prefix``
+(:mod:`slca_lightning.checkpoints`); anything else is refused, saying which key and why.
 """
 
 from __future__ import annotations
@@ -27,12 +33,15 @@ import json
 import logging
 import math
 import os
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import yaml
 
+from slca_lightning.checkpoints import check_class_paths, load_checkpoint
+from slca_lightning.config_checks import ConfigError, validate_config
 from slca_lightning.eval.plots import plot_bars
 from slca_lightning.eval.registry import EvalContext, available_evaluators, get_evaluator
 
@@ -54,10 +63,15 @@ def find_run_config(checkpoint: str) -> str | None:
 
 
 def _instantiate(
-    config: str | None, sections: Sequence[str], overrides: dict[str, dict] | None = None
+    config: str | None,
+    sections: Sequence[str],
+    overrides: dict[str, dict] | None = None,
+    trust: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Build the ``sections`` (``data``, ``model``) of a ``slca fit`` config (None: the
-    defaults), with ``overrides`` (section → init arguments) on top."""
+    defaults), with ``overrides`` (section → init arguments) on top. With ``trust`` (a
+    config that came with a checkpoint), its class paths must lie under the trusted
+    prefixes, checked before anything is imported."""
     from jsonargparse import ArgumentParser
 
     from slca_lightning.module import SLCAGRPOModule
@@ -65,19 +79,29 @@ def _instantiate(
 
     raw: dict[str, Any] = {}
     if config is not None:
-        with open(config) as f:
+        with open(config, encoding="utf-8-sig") as f:
             raw = yaml.safe_load(f) or {}
         if not isinstance(raw, dict):
             raise ValueError(f"{config}: expected a mapping at the top level")
     classes = {"data": RolloutDataModule, "model": SLCAGRPOModule}
-    parser = ArgumentParser(exit_on_error=False)
+    given = {k: dict(raw.get(k) or {}) for k in sections}
+    if trust is not None:
+        check_class_paths(given, str(config), trust)
+    for k, extra in (overrides or {}).items():
+        given[k].update(extra)
+    parser = ArgumentParser(exit_on_error=False, allow_abbrev=False)
     for name in sections:
         parser.add_class_arguments(classes[name], name, fail_untyped=False)
     try:
-        given = {k: dict(raw.get(k) or {}) for k in sections}
-        for k, extra in (overrides or {}).items():
-            given[k].update(extra)
         cfg = parser.parse_object(given)
+        validate_config(cfg, {k: classes[k] for k in sections})
+    except ConfigError:
+        raise
+    except Exception as err:
+        raise ValueError(
+            f"{config or 'defaults'}: bad {'/'.join(sections)} section: {err}"
+        ) from err
+    try:
         build = getattr(parser, "instantiate", None) or parser.instantiate_classes  # < 4.49
         init = build(cfg)
         return {k: init[k] for k in sections}
@@ -87,24 +111,34 @@ def _instantiate(
         ) from err
 
 
-def load_module(checkpoint: str | None, model: str | None, config: str | None) -> Any:
+def load_module(
+    checkpoint: str | None,
+    model: str | None,
+    config: str | None,
+    trust: Sequence[str] = (),
+    config_from_checkpoint: bool = False,
+) -> Any:
     """The configured module: rebuilt from ``checkpoint`` with its weights, or built for
-    ``model`` (with ``config``'s ``model:`` section when given)."""
-    import torch
+    ``model`` (with ``config``'s ``model:`` section when given).
 
-    from slca_lightning.module import SLCAGRPOModule
-
+    The checkpoint is read weights-only and its class paths checked
+    (:func:`~slca_lightning.checkpoints.load_checkpoint`, ``trust`` = extra trusted
+    prefixes); ``config_from_checkpoint``: ``config`` is the one found beside the
+    checkpoint, so its class paths are checked too."""
     if (checkpoint is None) == (model is None):
         raise ValueError("give exactly one of --checkpoint and --model")
     if checkpoint is not None:
-        if not os.path.isfile(checkpoint):
-            raise FileNotFoundError(f"checkpoint {checkpoint!r} does not exist")
-        # hyper-parameters (components included) rebuild the module; the policy only
-        # exists after configure_model, so the weights are loaded afterwards
-        module = SLCAGRPOModule.load_from_checkpoint(checkpoint, map_location="cpu", strict=False)
+        ckpt = load_checkpoint(checkpoint, trust)
+        hparams = dict(ckpt.get("hyper_parameters") or {})
+        for key in ("_instantiator", "_class_path"):  # checked; the class is SLCAGRPOModule
+            hparams.pop(key, None)
+        # the config's model section (components), the checkpoint's settings on top; the
+        # policy only exists after configure_model, so the weights are loaded afterwards
+        module = _instantiate(
+            config, ["model"], {"model": hparams}, trust if config_from_checkpoint else None
+        )["model"]
         module.configure_model()
-        state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
-        module.load_state_dict(state)
+        module.load_state_dict(ckpt["state_dict"])
     else:
         module = _instantiate(config, ["model"], {"model": {"model": model}})["model"]
         module.configure_model()
@@ -129,20 +163,46 @@ def _clean(value: float) -> float | None:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`<]*?)\s*(?:<[^>]*>)?`")
+
+
+def plain_text(doc: str) -> str:
+    """A reST docstring as plain text for ``--help``: roles (``:mod:`x```) become their
+    target, double backquotes and literal-block ``::`` markers go."""
+
+    def role(m: re.Match) -> str:
+        target = m.group(2).strip()
+        return target.rsplit(".", 1)[-1] if m.group(1) else target
+
+    text = _ROLE.sub(role, doc)
+    text = text.replace("``", "")
+    text = re.sub(r"\n[ \t]*::[ \t]*\n", "\n", text)  # a lone "::" line
+    text = re.sub(r"[ \t]*::\n", ":\n", text)
+    return text.strip() + "\n"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="slca eval",
-        description=__doc__,
+        description=plain_text(__doc__ or ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--checkpoint", help="a `slca fit` checkpoint (.ckpt)")
+    src.add_argument("--checkpoint", help="a slca fit checkpoint (.ckpt)")
     src.add_argument("--model", help="tiny | tiny-sft | a local HF folder")
-    p.add_argument("--config", help="a `slca fit` YAML (data: and, with --model, model:)")
+    p.add_argument("--config", help="a slca fit YAML (data: and, with --model, model:)")
     p.add_argument("--evaluators", default="in_domain", help="comma-separated names")
     p.add_argument("--num-tasks", type=int, default=None, help="in_domain held-out tasks")
     p.add_argument("--arg", action="append", default=[], help="<evaluator>.<option>=<value>")
     p.add_argument("--out", default="eval", help="folder for the tables and summary.json")
+    p.add_argument(
+        "--trust_class_prefix",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="a package whose classes the checkpoint may name besides slca_lightning and "
+        "callbacks (repeatable); anything else in a checkpoint is refused",
+    )
     return p
 
 
@@ -157,12 +217,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.num_tasks is not None and "in_domain" in options:
         options["in_domain"].setdefault("num_tasks", args.num_tasks)
     config = args.config
-    if config is None and args.checkpoint is not None:
+    found = config is None and args.checkpoint is not None
+    if found:
         config = find_run_config(args.checkpoint)
         if config is None:
             log.warning("no config.yaml beside %s: using the default data module", args.checkpoint)
-    module = load_module(args.checkpoint, args.model, config)
-    datamodule = _instantiate(config, ["data"])["data"]
+    trust = args.trust_class_prefix
+    module = load_module(args.checkpoint, args.model, config, trust, found)
+    datamodule = _instantiate(config, ["data"], trust=trust if found else None)["data"]
     datamodule.connect(module.policy, module.tokenizer)
     os.makedirs(args.out, exist_ok=True)
     source = args.checkpoint or args.model
