@@ -173,8 +173,12 @@ def _json_facts(value: Any, strings: set[str], numbers: set[float], max_words: i
         elif isinstance(item, bool) or item is None:
             continue  # true/false/null are too unspecific to count as grounding
         elif isinstance(item, (int, float)):
-            if math.isfinite(float(item)):
-                numbers.add(float(item))
+            try:
+                value = float(item)
+            except OverflowError:  # an integer beyond float range: a fact no reply restates
+                continue
+            if math.isfinite(value):
+                numbers.add(value)
         elif isinstance(item, str):
             number = _parse_number(item.strip())
             toks = _tokens(item)

@@ -77,7 +77,7 @@ def test_bad_calls_empty_and_cut_generations_and_a_dead_backend_never_stop_the_r
 
     def script(context, turn):
         if turn < 2:
-            return [BAD_CALLS, BAD_JSON][turn]
+            return [BAD_CALLS, BAD_JSON][turn] + tok.eos_token  # each turn ends, as a model's
         # the last turn alternates over the rows: an immediate end of turn, or a call cut by
         # the token cap
         return tok.eos_token if next(last_turns) % 2 == 0 else CUT_CALL

@@ -105,3 +105,18 @@ def test_quick_study_writes_every_table_and_plot(tmp_path):
         assert overlay["model"]["router"]["class_path"] == study.METHODS[meta["method"]]
         metrics = (run_json.parent / "logs" / "version_0" / "metrics.csv").read_text()
         assert "eval/in_domain/tool_accuracy" in metrics and "reward/total" in metrics
+
+
+def test_a_resumed_study_keeps_finished_runs_and_redoes_failed_or_changed_ones(tmp_path):
+    from dataclasses import asdict, replace
+
+    job = study.Job("slca", 0.0, 0, 30, 10, 64, str(tmp_path / "seed0"))
+    assert not study.finished(job)  # nothing there yet
+    folder = Path(job.folder)
+    (folder / "logs" / "version_0").mkdir(parents=True)
+    (folder / "logs" / "version_0" / "metrics.csv").write_text("step\n0\n")
+    (folder / "run.json").write_text(json.dumps({**asdict(job), "error": None}))
+    assert study.finished(job)
+    assert not study.finished(replace(job, steps=40))  # other settings: run it again
+    (folder / "run.json").write_text(json.dumps({**asdict(job), "error": "boom"}))
+    assert not study.finished(job)

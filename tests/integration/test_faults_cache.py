@@ -89,7 +89,7 @@ def script(context: str, turn: int) -> str:
         users = context.split("<|im_start|>user")[-1]
         numbers = [*[int(x) for x in re.findall(r"-?\d+", users)][:2], 1, 2]
         call = {"name": "add", "arguments": {"a": numbers[0] % 97, "b": numbers[1] % 89}}
-        return "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
+        return "<tool_call>\n" + json.dumps(call) + "\n</tool_call><|im_end|>"  # the turn ends
     return "Done." + "<|im_end|>"
 
 

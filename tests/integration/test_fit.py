@@ -196,7 +196,7 @@ def scripted(cli, tool_round_at=(), reply_words=lambda step: 3) -> ScriptedEngin
         k, step = next(count), engine.policy_version
         if turn == 0 and step in tool_round_at:
             args = json.dumps({"name": "add", "arguments": {"a": k, "b": 7 * k + 1}})
-            return f"<tool_call>\n{args}\n</tool_call>"
+            return f"<tool_call>\n{args}\n</tool_call>{tok.eos_token}"  # the turn ends, as a model's
         return " ".join(["answer", str(k)] * reply_words(step)) + tok.eos_token
 
     engine = ScriptedEngine(tok, script)
