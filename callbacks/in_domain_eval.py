@@ -12,7 +12,29 @@ from slca_lightning.eval.in_domain import evaluate_in_domain, markdown_rows
 from slca_lightning.rewards.base import RewardHead
 from slca_lightning.rewards.judges import SummaryJudge
 
-__all__ = ["InDomainEval", "second_judge_metrics"]
+__all__ = ["InDomainEval", "second_judge_metrics", "write_episodes"]
+
+
+def write_episodes(path: str, episodes: list, rewards: Any) -> None:
+    """One JSON line per episode: what a transcript needs (see ``save_episodes``)."""
+    import json
+
+    from slca_lightning.eval.metrics import episode_stats
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        for i, ep in enumerate(episodes):
+            row = {
+                "task_id": ep.task.task_id,
+                "kind": ep.task.metadata.get("kind", ep.task.subset),
+                "question": ep.task.question,
+                "gold": [[[c.name, c.arguments] for c in step] for step in ep.task.gold_calls],
+                "turns": list(ep.assistant_texts),
+                "observations": [[r.content for r in turn] for turn in ep.tool_results],
+                "rewards": {k: float(v[i]) for k, v in rewards.channels.items()},
+                "exact": bool(episode_stats(ep).exact),
+            }
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def second_judge_metrics(head: Any, judge: SummaryJudge, episodes: list, name: str) -> dict:
@@ -71,6 +93,9 @@ class InDomainEval(Callback):
             ``<name>/summary`` (mean summary reward over the episodes judged) and
             ``<name>/success@0.9`` join the metrics (e.g. ``ReferenceJudge``, so a
             summary gain is not just the training judge being gamed).
+        save_episodes: also write ``<log_dir>/in_domain_episodes/step_<k>.jsonl``, one
+            line per evaluated episode (task id, kind, question, gold calls, assistant turns,
+            observations, channel rewards, exact-call flag), for transcripts.
 
     Attributes:
         rows: ``[(label, step, metrics)]`` of every evaluation (kept in checkpoints).
@@ -89,6 +114,7 @@ class InDomainEval(Callback):
         verbose: bool = True,
         reward_head: RewardHead | None = None,
         second_judges: dict[str, SummaryJudge] | None = None,
+        save_episodes: bool = False,
     ) -> None:
         if every_n_steps is not None and every_n_steps < 1:
             raise ValueError(f"InDomainEval.every_n_steps must be ≥ 1 or null, got {every_n_steps}")
@@ -101,6 +127,7 @@ class InDomainEval(Callback):
         self.verbose = verbose
         self.reward_head = reward_head
         self.second_judges = dict(second_judges or {})
+        self.save_episodes = save_episodes
         self.rows: list[tuple[str, int, dict[str, float]]] = []
         self.rollout_calls: list[tuple[int, float]] = []
         self.table_path: str | None = None
@@ -127,6 +154,12 @@ class InDomainEval(Callback):
         head = self.reward_head if self.reward_head is not None else pl_module.reward_head
         for judge_name, judge in self.second_judges.items():
             result.metrics.update(second_judge_metrics(head, judge, result.episodes, judge_name))
+        if self.save_episodes and trainer.is_global_zero:
+            write_episodes(
+                os.path.join(_log_dir(trainer), "in_domain_episodes", f"step_{step}.jsonl"),
+                result.episodes,
+                head(result.episodes),
+            )
         name = f"step {step}" + (f" ({label})" if label else "")
         self.rows.append((name, step, result.metrics))
         logged = {f"{self.prefix}/{k}": v for k, v in result.metrics.items()}

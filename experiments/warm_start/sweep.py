@@ -65,10 +65,18 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=800)
     ap.add_argument("--every", type=int, default=100)
     ap.add_argument("--lr", type=float, default=None)
+    ap.add_argument(
+        "--n-tasks", type=int, default=None, help="demonstrations (default: the recipe's)"
+    )
     ap.add_argument("--out", default="experiments/warm_start/sweep.csv")
     ap.add_argument("--save-at", type=int, nargs="*", default=[])
     ap.add_argument("--save-dir", default=None)
+    ap.add_argument("--whole-numbers", action="store_true", help="suite tokenizer variant")
     args = ap.parse_args()
+    if args.whole_numbers:
+        from slca_lightning.models import suite
+
+        suite.WHOLE_NUMBERS = True
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     spec = WARM_STARTS["suite"]
     lr = spec["learning_rate"] if args.lr is None else args.lr

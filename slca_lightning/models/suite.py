@@ -38,6 +38,9 @@ CORPUS_SEED = 987_654_321
 CORPUS_TASKS = 600
 #: BPE vocabulary size asked for (the corpus saturates near 1.3k merges).
 SUITE_VOCAB_SIZE = 1024
+#: Integers 0–999 and 00–09 as whole (added) tokens, matched longest-first, so a number is
+#: copied from a question into a call as one to three tokens instead of digit by digit.
+WHOLE_NUMBERS = False
 #: Model shape: Qwen2, hidden 256, 4 layers, 4 heads (2 KV heads), MLP 512, tied embeddings.
 SUITE_HIDDEN_SIZE = 256
 SUITE_NUM_LAYERS = 4
@@ -87,9 +90,13 @@ def _tokenizer_json(vocab_size: int, n_tasks: int, seed: int) -> str:
 
 
 def build_suite_tokenizer(
-    vocab_size: int = SUITE_VOCAB_SIZE, n_tasks: int = CORPUS_TASKS, seed: int = CORPUS_SEED
+    vocab_size: int = SUITE_VOCAB_SIZE,
+    n_tasks: int = CORPUS_TASKS,
+    seed: int = CORPUS_SEED,
+    whole_numbers: bool | None = None,
 ) -> Any:
-    """A ``PreTrainedTokenizerFast`` trained on the suite's text, with the ChatML template."""
+    """A ``PreTrainedTokenizerFast`` trained on the suite's text, with the ChatML template
+    (and whole-number tokens when ``whole_numbers``, default :data:`WHOLE_NUMBERS`)."""
     from tokenizers import AddedToken, Tokenizer
     from transformers import PreTrainedTokenizerFast
 
@@ -101,6 +108,9 @@ def build_suite_tokenizer(
     )
     # the trainer made them whole tokens; mark the tags non-special so decoding keeps them
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    if WHOLE_NUMBERS if whole_numbers is None else whole_numbers:
+        numbers = [str(i) for i in range(1000)] + [f"0{i}" for i in range(10)]
+        tok.add_tokens([AddedToken(n, special=False, normalized=False) for n in numbers])
     tok.chat_template = CHAT_TEMPLATE
     return tok
 

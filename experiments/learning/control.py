@@ -1,0 +1,102 @@
+"""The control of the learning experiment: RL's wall time spent on more SFT instead.
+
+Starts from the same cached warm start as the quickstart (``suite-sft``), continues SFT
+with the warm start's own recipe (demonstrations that skip the held-out tasks, the
+auxiliary context loss, batch 8) at the learning rate the warm start ended on (its peak ×
+``final_lr_fraction``, held), until ``--seconds`` of wall time are spent, then evaluates
+on the quickstart's held-out tasks exactly as its ``InDomainEval`` does (greedy, same
+caps, simulator and reward head, plus the reference judge)::
+
+    python -m experiments.learning.control --seconds 300 --seed 0 --out control.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import lightning
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Deadline(lightning.Callback):
+    """Stops training once ``seconds`` of wall time have passed since fit start."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.t0, self.steps = seconds, 0.0, 0
+
+    def on_train_start(self, trainer, module):
+        self.t0 = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.steps += 1
+        if time.perf_counter() - self.t0 >= self.seconds:
+            trainer.should_stop = True
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--seconds", type=float, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--config", default=str(ROOT / "configs" / "quickstart.yaml"))
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+
+    from callbacks.in_domain_eval import second_judge_metrics
+    from slca_lightning.cli import main as cli_main
+    from slca_lightning.eval.in_domain import evaluate_in_domain
+    from slca_lightning.policy import WARM_STARTS, warm_start
+    from slca_lightning.rewards import ReferenceJudge
+    from slca_lightning.sft import SFTDataModule, SFTModule
+
+    spec = WARM_STARTS["suite"]
+    recipe = dict(spec["recipe"])
+    lr = spec["learning_rate"] * recipe.pop("final_lr_fraction")
+    recipe["warmup_steps"] = 0
+    lightning.seed_everything(args.seed, verbose=False)
+    module = SFTModule(model=warm_start(base="suite"), learning_rate=lr, seed=args.seed, **recipe)
+    module.configure_model()
+    data = SFTDataModule(
+        module.tokenizer,
+        n_tasks=spec["n_tasks"],
+        seed=0,
+        batch_size=spec["batch_size"],
+        skip=spec["skip"],
+    )
+    data.seed = args.seed  # the same demonstrations, this seed's order (batch sampler seed)
+    deadline = _Deadline(args.seconds)
+    trainer = lightning.Trainer(
+        accelerator="cpu", devices=1, max_steps=-1, max_epochs=1000, logger=False,
+        enable_checkpointing=False, gradient_clip_val=1.0, enable_progress_bar=False,
+        enable_model_summary=False, callbacks=[deadline],
+    )  # fmt: skip
+    trainer.fit(module, datamodule=data)
+    trained = time.perf_counter() - deadline.t0
+
+    cli = cli_main(["--config", args.config, f"--seed_everything={args.seed}"], run=False)
+    head, dm = cli.model.reward_head, cli.datamodule
+    (evaluator,) = [c for c in cli.trainer.callbacks if type(c).__name__ == "InDomainEval"]
+    policy = module.model.eval()
+    with torch.no_grad():
+        result = evaluate_in_domain(policy, module.tokenizer, head, dm, evaluator.num_tasks)
+    metrics = dict(result.metrics)
+    metrics.update(second_judge_metrics(head, ReferenceJudge(), result.episodes, "reference"))
+    out = {
+        "seed": args.seed,
+        "seconds_budget": args.seconds,
+        "seconds_trained": round(trained, 1),
+        "sft_steps": deadline.steps,
+        "learning_rate": lr,
+        "metrics": metrics,
+    }
+    Path(args.out).write_text(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,213 @@
+"""Does RL make the built-in model better at calling tools? The quickstart over seeds, with a
+control that spends RL's wall time on more SFT instead, and the README's figures.
+
+::
+
+    python experiments/learning/run.py                       # seeds 0 1 2 + controls
+    python experiments/learning/run.py --seeds 0 --no-control --router slca_lightning.advantages.GRPORouter
+
+For each seed ``k``: ``slca fit --config configs/quickstart.yaml`` with ``seed_everything``,
+``model.seed`` and ``data.seed`` set to ``k`` (the SFT warm start is shared: it is fixed by
+its own criterion, ``experiments/warm_start/README.md``), in a child process whose wall
+time, peak RSS, torch threads and load average are recorded; then the control: the same
+warm start trained by SFT for RL's measured wall time (``control.py``), evaluated on the
+same 64 held-out tasks. Every run writes ``experiments/learning/results/<name>/result.json`` (committed); a finished run is
+never redone (delete its folder to rerun it). ``REPORT.md`` gathers the tables, the gains
+and two held-out transcripts before and after RL (a tool task and an abstention).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CONFIG = ROOT / "configs" / "quickstart.yaml"
+METRICS = ("tool_accuracy", "success@0.9", "name_f1", "arg_match", "process")
+METRICS += ("tool_calls_per_episode", "reference/summary", "reference/success@0.9")
+
+
+def provenance(threads: int) -> dict:
+    """What a figure needs to be checked: versions, threads, load, machine."""
+    import lightning
+    import torch
+    import transformers
+
+    import slca_lightning
+
+    return {
+        "slca_lightning": slca_lightning.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "lightning": lightning.__version__,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "threads": threads,
+        "load_average": os.getloadavg(),
+        "git": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip(),
+    }
+
+
+def child(argv: list[str], log: Path, threads: int) -> dict:
+    """Run ``argv`` (a python module and args) in a child; its wall time and peak RSS."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+    code = (
+        "import resource, runpy, sys, json, torch; "
+        f"torch.set_num_threads({threads}); "
+        f"sys.argv = {argv!r}; "
+        "rc = 0\n"
+        "try:\n    runpy.run_module(sys.argv[0], run_name='__main__')\n"
+        "except SystemExit as e:\n    rc = e.code or 0\n"
+        "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "sys.exit(rc)"
+    )
+    t0 = time.perf_counter()
+    with open(log, "w") as fh:
+        proc = subprocess.run(
+            [sys.executable, "-c", code], stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=ROOT
+        )
+    wall = time.perf_counter() - t0
+    peak = 0
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("PEAK_RSS_KB"):
+            peak = int(line.split()[1])
+    if proc.returncode:
+        raise RuntimeError(f"{argv[0]} failed (exit {proc.returncode}); see {log}")
+    return {"wall_s": round(wall, 1), "peak_rss_gb": round(peak / 2**20, 2)}
+
+
+def read_metrics(folder: Path) -> tuple[list[dict], list[dict]]:
+    """(training-step rows, in-domain evaluation rows) of a run's metrics.csv."""
+    (path,) = sorted(folder.glob("logs/version_*/metrics.csv"))[-1:]
+    rows = list(csv.DictReader(path.open()))
+    train = [r for r in rows if r.get("reward/total")]
+    evals = [r for r in rows if r.get("eval/in_domain/tool_accuracy")]
+    return train, evals
+
+
+def _mean(rows: list[dict], key: str) -> float:
+    vals = [float(r[key]) for r in rows if r.get(key)]
+    return sum(vals) / len(vals) if vals else float("nan")
+
+
+def rl_run(seed: int, args, runs: Path) -> dict:
+    import yaml
+
+    name = f"rl_seed{seed}" + (f"_{args.router.rsplit('.', 1)[-1]}" if args.router else "")
+    folder = runs / name
+    done = folder / "result.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = yaml.safe_load(CONFIG.read_text())
+    cfg["seed_everything"] = seed
+    cfg["trainer"]["default_root_dir"] = str(folder)
+    cfg["trainer"]["enable_progress_bar"] = False
+    cfg["trainer"]["enable_checkpointing"] = False  # a 10-minute run: the figures are the output
+    cfg["trainer"]["logger"] = [  # CSV only (metrics.csv is what the report reads)
+        {
+            "class_path": "lightning.pytorch.loggers.CSVLogger",
+            "init_args": {"save_dir": str(folder), "name": "logs"},
+        }
+    ]
+    cfg["model"]["seed"] = seed
+    cfg["data"]["seed"] = seed
+    if args.router:
+        cfg["model"]["router"] = {"class_path": args.router}
+    (folder / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    before = provenance(args.threads)
+    stats = child(
+        ["slca_lightning.cli", "fit", "--config", str(folder / "config.yaml")],
+        folder / "fit.log",
+        args.threads,
+    )
+    train, evals = read_metrics(folder)
+    first, last = evals[0], evals[-1]
+    result = {
+        "name": name,
+        "seed": seed,
+        "router": cfg["model"]["router"]["class_path"],
+        **stats,
+        "rl_seconds": round(sum(float(r["time/step"]) for r in train), 1),
+        "steps": len(train),
+        "reward_first10": _mean(train[:10], "reward/total"),
+        "reward_last10": _mean(train[-10:], "reward/total"),
+        "before": {
+            k: float(first[f"eval/in_domain/{k}"])
+            for k in METRICS
+            if first.get(f"eval/in_domain/{k}")
+        },
+        "after": {
+            k: float(last[f"eval/in_domain/{k}"])
+            for k in METRICS
+            if last.get(f"eval/in_domain/{k}")
+        },
+        "before_step": int(first["step"]),
+        "after_step": int(last["step"]),
+        "provenance": before,
+        "load_average_after": os.getloadavg(),
+    }
+    done.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def control_run(seed: int, seconds: float, args, runs: Path) -> dict:
+    folder = runs / f"control_seed{seed}"
+    done = folder / "result.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = [
+        "experiments.learning.control", "--seconds", str(seconds), "--seed", str(seed),
+        "--out", str(done),
+    ]  # fmt: skip
+    stats = child(argv, folder / "control.log", args.threads)
+    result = json.loads(done.read_text())
+    result.update(stats, provenance=provenance(args.threads))
+    done.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--router", default=None, help="another model.router class path")
+    p.add_argument("--no-control", action="store_true")
+    p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
+    p.add_argument("--runs", default=str(HERE / "results"))
+    p.add_argument("--out", default=str(HERE / "REPORT.md"))
+    args = p.parse_args(argv)
+    runs = Path(args.runs)
+    runs.mkdir(parents=True, exist_ok=True)
+    for seed in args.seeds:
+        rl = rl_run(seed, args, runs)
+        print(
+            f"seed {seed}: RL {rl['wall_s']:.0f}s, tool accuracy {rl['before'].get('tool_accuracy'):.3f} -> {rl['after'].get('tool_accuracy'):.3f}",
+            flush=True,
+        )
+        if not args.no_control:
+            ctl = control_run(seed, rl["rl_seconds"], args, runs)
+            print(
+                f"seed {seed}: control {ctl['wall_s']:.0f}s, tool accuracy -> {ctl['metrics'].get('tool_accuracy'):.3f}",
+                flush=True,
+            )
+    from experiments.learning import report
+
+    Path(args.out).write_text(report.render(runs, ROOT))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""experiments/learning: the report is rendered from the runs' result.json files alone, and a
+finished run is never redone."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+
+from experiments.learning import report, run  # noqa: E402  (packages: no clash with other report.py)
+
+
+def _metrics(acc: float, succ: float) -> dict:
+    return {"tool_accuracy": acc, "success@0.9": succ, "name_f1": 0.9, "arg_match": 0.5,
+            "process": 0.8, "tool_calls_per_episode": 1.2, "reference/summary": 0.4}  # fmt: skip
+
+
+def _write(folder: Path, data: dict) -> None:
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps(data))
+
+
+def test_report_gathers_gains_and_control_from_result_files(tmp_path):
+    prov = {"threads": 1, "load_average": [0.5, 0.4, 0.3]}
+    _write(tmp_path / "rl_seed0", {
+        "name": "rl_seed0", "seed": 0, "router": "slca_lightning.advantages.SLCARouter",
+        "wall_s": 500.0, "rl_seconds": 300.0, "peak_rss_gb": 1.5, "steps": 30,
+        "reward_first10": 1.0, "reward_last10": 1.2, "before": _metrics(0.25, 0.10),
+        "after": _metrics(0.40, 0.20), "before_step": 0, "after_step": 30, "provenance": prov,
+    })  # fmt: skip
+    _write(tmp_path / "control_seed0", {
+        "seed": 0, "sft_steps": 400, "seconds_trained": 300.0, "metrics": _metrics(0.30, 0.125),
+    })  # fmt: skip
+    text = report.render(tmp_path, ROOT)
+    assert "| seed 0 SLCARouter | +0.150 | +6 | +0.200 | +0.050 |" in text
+    assert "control: 400 more SFT steps (300 s)" in text
+    assert "| after 30 RL steps | 0.400 | 0.200 |" in text
+
+
+def test_a_finished_run_is_not_redone(tmp_path, monkeypatch):
+    done = {"name": "rl_seed3", "seed": 3}
+    _write(tmp_path / "rl_seed3", done)
+
+    def boom(*a, **k):
+        raise AssertionError("a finished run was started again")
+
+    monkeypatch.setattr(run, "child", boom)
+    args = type("A", (), {"router": None, "threads": 1})()
+    assert run.rl_run(3, args, tmp_path) == done
