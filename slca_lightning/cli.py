@@ -15,23 +15,45 @@ by ``--help`` only. ``SLCA_DEBUG=1`` shows the traceback instead.
 ``--ckpt_path`` checkpoints are read with ``weights_only=True`` and the component class
 paths stored in them must lie under ``slca_lightning`` or ``callbacks`` or a prefix given
 with ``--trust_class_prefix`` (:mod:`slca_lightning.checkpoints`).
+
+This module imports no Lightning at load time: the classes live in
+:mod:`slca_lightning.cli_app`, and the text of ``slca fit --help`` (and ``slca --help``) is
+kept in ``$SLCA_CACHE/help/`` keyed by the versions of Python and the libraries, the
+source files of ``slca_lightning`` and ``callbacks`` and the terminal width, so a repeated
+``--help`` prints at once (importing Lightning alone takes several seconds).
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import importlib.util
+import io
 import os
 import re
 import sys
+import tempfile
 from typing import Any
 
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
-
 from slca_lightning.checkpoints import UntrustedCheckpointError
-from slca_lightning.config_checks import ConfigError, validate_config
-from slca_lightning.module import SLCAGRPOModule
-from slca_lightning.rollout.datamodule import RolloutDataModule
+from slca_lightning.config_checks import ConfigError
 
-__all__ = ["SLCACLI", "SLCAArgumentParser", "main", "one_line", "script"]
+__all__ = [  # and, loaded on first use, SLCACLI and SLCAArgumentParser (cli_app)
+    "ConfigError",
+    "help_cache_path",
+    "main",
+    "one_line",
+    "script",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """``SLCACLI`` and ``SLCAArgumentParser`` load Lightning: imported on first use."""
+    if name in ("SLCACLI", "SLCAArgumentParser"):
+        from slca_lightning import cli_app
+
+        return getattr(cli_app, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _debug() -> bool:
@@ -57,102 +79,15 @@ def one_line(message: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class SLCAArgumentParser(LightningArgumentParser):
-    """LightningCLI's parser, but a parse error prints one line (no usage dump) and exits 2.
+def main(args: list[str] | None = None, run: bool = True) -> Any:
+    """Build (and by default run) the CLI in-process; returns the
+    :class:`~slca_lightning.cli_app.SLCACLI` (tests inspect it)."""
+    from slca_lightning.cli_app import SLCACLI
+    from slca_lightning.console import quiet_console
+    from slca_lightning.module import SLCAGRPOModule
+    from slca_lightning.rollout.datamodule import RolloutDataModule
 
-    The usage and the option list are printed by ``--help`` only. With ``exit_on_error``
-    off (or ``SLCA_DEBUG=1``) errors are raised as jsonargparse does.
-    """
-
-    def error(self, message: str, ex: Exception | None = None):
-        if not self.exit_on_error or _debug():
-            return super().error(message, ex)
-        self._logger.error(message)
-        sys.stderr.write(f"slca: error: {one_line(message)}\n")
-        sys.exit(2)
-
-
-class SLCACLI(LightningCLI):
-    """LightningCLI with the project's checks: full option names only (no abbreviations),
-    every numeric setting range-checked before anything is built, one-line errors, and
-    ``--ckpt_path`` checkpoints loaded without running code from them."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("parser_class", SLCAArgumentParser)
-        super().__init__(*args, **kwargs)
-
-    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
-        kwargs.setdefault("allow_abbrev", False)
-        return super().init_parser(**kwargs)
-
-    def add_arguments_to_parser(self, parser) -> None:
-        parser.link_arguments("model.temperature", "data.temperature")
-        parser.add_argument(
-            "--trust_class_prefix",
-            type=list[str],
-            default=[],
-            help=(
-                "Packages (e.g. mypkg) whose classes a --ckpt_path checkpoint may name besides "
-                "slca_lightning and callbacks; anything else in a checkpoint is refused."
-            ),
-        )
-
-    # -- config time ----------------------------------------------------------------------
-    def _section(self) -> Any:
-        sub = self.config.get("subcommand")
-        return self.config[sub] if sub else self.config
-
-    def _parse_ckpt_path(self) -> None:
-        """Merge the model hyper-parameters of ``--ckpt_path`` into the config, as Lightning
-        does, but only after the checkpoint passed :func:`~slca_lightning.checkpoints.
-        load_checkpoint` (weights-only, trusted class paths): nothing in it is imported
-        before that."""
-        sub = self.config.get("subcommand")
-        if not sub:
-            return
-        section = self.config[sub]
-        ckpt_path = section.get("ckpt_path")
-        if not ckpt_path or not os.path.isfile(ckpt_path):
-            return
-        from slca_lightning.checkpoints import load_checkpoint
-
-        trust = section.get("trust_class_prefix") or []
-        hparams = dict(load_checkpoint(ckpt_path, trust).get("hyper_parameters") or {})
-        hparams.pop("_instantiator", None)
-        if not hparams:
-            return
-        if "_class_path" in hparams:
-            hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
-        self.config = self.parser.parse_object({sub: {"model": hparams}}, self.config)
-
-    def before_instantiate_classes(self) -> None:
-        validate_config(self._section())
-
-    def instantiate_classes(self) -> None:
-        try:
-            super().instantiate_classes()
-        except (ConfigError, UntrustedCheckpointError):
-            raise
-        except ValueError as err:  # a constructor refusing a setting: a config error too
-            if _debug():
-                raise
-            raise ConfigError("config", one_line(str(err))) from err
-
-    def _prepare_subcommand_kwargs(self, subcommand: str) -> dict[str, Any]:
-        kwargs = super()._prepare_subcommand_kwargs(subcommand)
-        if "weights_only" in kwargs:
-            if kwargs["weights_only"] is False:
-                raise ConfigError(
-                    f"{subcommand}.weights_only",
-                    "must be true: checkpoints are loaded without running code from them",
-                    False,
-                )
-            kwargs["weights_only"] = True
-        return kwargs
-
-
-def main(args: list[str] | None = None, run: bool = True) -> SLCACLI:
-    """Build (and by default run) the CLI in-process; returns it (tests inspect it)."""
+    quiet_console()
     return SLCACLI(
         SLCAGRPOModule,
         RolloutDataModule,
@@ -160,6 +95,93 @@ def main(args: list[str] | None = None, run: bool = True) -> SLCACLI:
         run=run,
         save_config_kwargs={"overwrite": True},
     )
+
+
+# -- the help cache -------------------------------------------------------------------------
+_HELP_ARGV = (["--help"], ["-h"], ["fit", "--help"], ["fit", "-h"])
+_LIBRARIES = ("lightning", "jsonargparse", "torch", "transformers", "peft", "docstring-parser")
+
+
+def help_cache_path(argv: list[str]) -> str | None:
+    """Where the text of ``slca <argv>`` is cached, or None when that command is not a plain
+    ``--help`` (a ``--config`` changes the defaults shown, so it is never cached)."""
+    if list(argv) not in _HELP_ARGV:
+        return None
+    prog = os.path.basename(sys.argv[0]) if sys.argv else ""
+    parts = [sys.version, sys.executable, prog, " ".join(argv), os.environ.get("COLUMNS", "")]
+    try:
+        parts.append(str(os.get_terminal_size(sys.__stdout__.fileno()).columns))
+    except (OSError, ValueError, AttributeError):
+        parts.append("-")
+    for lib in _LIBRARIES:
+        try:
+            parts.append(f"{lib}={importlib.metadata.version(lib)}")
+        except importlib.metadata.PackageNotFoundError:
+            parts.append(f"{lib}=-")
+    for package in ("slca_lightning", "callbacks"):
+        spec = importlib.util.find_spec(package)
+        for folder in (spec and spec.submodule_search_locations) or []:
+            for root, dirs, files in os.walk(folder):
+                dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+                for name in sorted(files):
+                    if name.endswith(".py"):
+                        st = os.stat(os.path.join(root, name))
+                        parts.append(f"{os.path.join(root, name)}:{st.st_size}:{st.st_mtime_ns}")
+    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
+    cache = os.environ.get("SLCA_CACHE") or os.path.expanduser("~/.cache/slca_lightning")
+    return os.path.join(cache, "help", f"{digest}.txt")
+
+
+class _Tee(io.TextIOBase):
+    """Writes go to ``stream`` and are kept (the help text, to cache it)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.parts = stream, []
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _store(path: str, text: str) -> None:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache only costs the speed-up
+        pass
+
+
+def _help(argv: list[str]) -> bool:
+    """Serve ``slca [fit] --help`` from the cache, or run it and cache its text; False when
+    ``argv`` is not such a command."""
+    path = help_cache_path(argv)
+    if path is None:
+        return False
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as fh:
+            sys.stdout.write(fh.read())
+        sys.stdout.flush()
+        return True
+    tee, real = _Tee(sys.stdout), sys.stdout
+    sys.stdout = tee
+    try:
+        main(argv)
+    except SystemExit as done:
+        if done.code not in (0, None):
+            raise
+        _store(path, "".join(tee.parts))
+    finally:
+        sys.stdout = real
+    return True
 
 
 def script() -> None:
@@ -170,11 +192,14 @@ def script() -> None:
     checkpoint or a model). (Returning the CLI object from a console-script entry point
     would make ``sys.exit`` print it and exit with status 1.)
     """
+    argv = sys.argv[1:]
     try:
-        if sys.argv[1:2] == ["eval"]:
+        if argv[:1] == ["eval"]:
             from slca_lightning.eval.standalone import main as eval_main
 
-            eval_main(sys.argv[2:])
+            eval_main(argv[1:])
+            return
+        if _help(argv):
             return
         main()
     except (ConfigError, UntrustedCheckpointError) as err:

@@ -234,7 +234,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "final_lr_fraction": FRACTION,
     },
     "slca_lightning.sft.SFTDataModule": {
-        "n_tasks": COUNT,
+        "n_tasks": NATURAL,  # 0: Toucan rows only
         "seed": SEED,
         "batch_size": COUNT,
         "toucan_limit": NATURAL_OR_NONE,
@@ -394,6 +394,7 @@ RANGES: dict[str, dict[str, Range]] = {
     },
     "slca_lightning.eval.tau2_users.ScriptedUser": {"max_turns": COUNT},
     # -- callbacks -------------------------------------------------------------------------
+    "slca_lightning.console.StepProgressBar": {"refresh_rate": COUNT},
     "callbacks.periodic_eval.PeriodicEval": {"every_n_steps": COUNT_OR_NONE},
     "callbacks.in_domain_eval.InDomainEval": {
         "every_n_steps": COUNT_OR_NONE,

@@ -404,7 +404,9 @@ def warm_start(
     lightning.seed_everything(seed, verbose=False)
     module = SFTModule(model=base, learning_rate=learning_rate, seed=seed, **recipe)
     data = SFTDataModule(n_tasks=n_tasks, seed=seed, batch_size=batch_size, skip=skip)
-    quiet = {"enable_progress_bar": False, "enable_model_summary": False}
+    from slca_lightning.console import StepProgressBar  # one bar: "SFT warm start: k/steps"
+
+    quiet = {"enable_model_summary": False, "callbacks": [StepProgressBar("SFT warm start")]}
     trainer = lightning.Trainer(
         accelerator="cpu", devices=1, max_steps=steps, logger=False, enable_checkpointing=False,
         deterministic=True, gradient_clip_val=1.0, **quiet,
