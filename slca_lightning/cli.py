@@ -193,12 +193,12 @@ def script() -> None:
     would make ``sys.exit`` print it and exit with status 1.)
     """
     argv = sys.argv[1:]
-    try:
-        if argv[:1] == ["eval"]:
-            from slca_lightning.eval.standalone import main as eval_main
+    if argv[:1] == ["eval"]:
+        from slca_lightning.eval.standalone import run_command
 
-            eval_main(argv[1:])
-            return
+        run_command(argv[1:])
+        return
+    try:
         if _help(argv):
             return
         main()

@@ -29,11 +29,13 @@ under ``slca_lightning`` or ``callbacks`` or a prefix given with ``--trust_class
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import logging
 import math
 import os
 import re
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -45,7 +47,7 @@ from slca_lightning.config_checks import ConfigError, validate_config
 from slca_lightning.eval.plots import plot_bars
 from slca_lightning.eval.registry import EvalContext, available_evaluators, get_evaluator
 
-__all__ = ["build_parser", "find_run_config", "load_module", "main"]
+__all__ = ["build_parser", "find_run_config", "load_module", "main", "plain_text", "run_command"]
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +134,13 @@ def load_module(
         hparams = dict(ckpt.get("hyper_parameters") or {})
         for key in ("_instantiator", "_class_path"):  # checked; the class is SLCAGRPOModule
             hparams.pop(key, None)
+        from slca_lightning.module import SLCAGRPOModule
+
+        known = inspect.signature(SLCAGRPOModule.__init__).parameters
+        dropped = sorted(k for k in hparams if k not in known)
+        if dropped:  # a checkpoint of another version: settings this module no longer takes
+            log.warning("%s: ignoring stored hyper-parameters %s", checkpoint, dropped)
+            hparams = {k: v for k, v in hparams.items() if k in known}
         # the config's model section (components), the checkpoint's settings on top; the
         # policy only exists after configure_model, so the weights are loaded afterwards
         module = _instantiate(
@@ -254,6 +263,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return summary
 
 
+def run_command(argv: Sequence[str] | None = None) -> None:
+    """:func:`main` as a command: a bad argument, file, config or checkpoint ends it with one
+    line on stderr (``slca: error: ...``) and exit status 2 (``SLCA_DEBUG=1``: the
+    traceback)."""
+    from slca_lightning.cli import _debug, one_line
+
+    try:
+        main(argv)
+    except (ValueError, FileNotFoundError) as err:
+        if _debug():
+            raise
+        sys.stderr.write(f"slca: error: {one_line(str(err))}\n")
+        raise SystemExit(2) from None
+
+
 def script() -> None:
     """Console entry (``python -m slca_lightning.eval``); returns None so the exit status is 0."""
-    main()
+    run_command()

@@ -208,3 +208,11 @@ def test_prefix_matching_is_by_package():
     assert is_trusted("callbacks.InDomainEval")
     assert not is_trusted("slca_lightning_evil.X") and not is_trusted("callbacksx.Y")
     assert is_trusted("mypkg.sub.C", ["mypkg."]) and not is_trusted("mypkgevil.C", ["mypkg"])
+
+
+def test_settings_this_version_no_longer_takes_are_ignored_by_slca_eval(real, tmp_path, caplog):
+    old = tampered(real, tmp_path / "old.ckpt", removed_setting=3)
+    with caplog.at_level("WARNING", logger="slca_lightning.eval.standalone"):
+        module = standalone.load_module(str(old), None, None)
+    assert module.hparams.model == "tiny" and "removed_setting" not in module.hparams
+    assert "ignoring stored hyper-parameters ['removed_setting']" in caplog.text

@@ -153,3 +153,19 @@ def test_quickstart_logs_simulator_stats():
     config = yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
     paths = [c["class_path"] for c in config["trainer"]["callbacks"]]
     assert "callbacks.SimulatorStats" in paths
+
+
+def test_eval_errors_are_one_line_with_exit_2(monkeypatch, capsys, tmp_path):
+    monkeypatch.delenv("SLCA_DEBUG", raising=False)
+    argv = ["slca", "eval", "--model=tiny", "--arg=in_domain_limit", f"--out={tmp_path}"]
+    monkeypatch.setattr(sys, "argv", argv)
+    try:
+        cli.script()
+    except SystemExit as done:
+        assert done.code == 2
+    else:
+        raise AssertionError("no exit")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "slca: error: --arg 'in_domain_limit': expected <evaluator>.<option>=<value>"
+    )
