@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from callbacks.periodic_eval import PeriodicEval
+from slca_lightning.config_checks import check_args
 from slca_lightning.eval.bfcl import BFCLEvaluator
 
 
@@ -50,6 +51,7 @@ class BFCLEval(PeriodicEval):
         prefix: str = "bfcl",
         name: str = "bfcl",
     ) -> None:
+        check_args(BFCLEval, locals())
         super().__init__(every_n_steps, log_prefix=f"{prefix}/")
         self.evaluator = BFCLEvaluator(
             categories,

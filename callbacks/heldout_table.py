@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from callbacks.in_domain_eval import InDomainEval
+from slca_lightning.config_checks import check_args
 
 __all__ = ["HeldoutTable"]
 
@@ -16,6 +17,7 @@ class HeldoutTable(InDomainEval):
     """
 
     def __init__(self, num_tasks: int = 32) -> None:
+        check_args(HeldoutTable, locals())
         super().__init__(
             every_n_steps=None,
             num_tasks=num_tasks,

@@ -8,6 +8,7 @@ from typing import Any
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.reward_curves import plot_curves
+from slca_lightning.config_checks import check_args
 from slca_lightning.eval.in_domain import evaluate_in_domain, markdown_rows
 from slca_lightning.rewards.base import RewardHead
 from slca_lightning.rewards.judges import SummaryJudge
@@ -116,6 +117,7 @@ class InDomainEval(Callback):
         second_judges: dict[str, SummaryJudge] | None = None,
         save_episodes: bool = False,
     ) -> None:
+        check_args(InDomainEval, locals())
         if every_n_steps is not None and every_n_steps < 1:
             raise ValueError(f"InDomainEval.every_n_steps must be ≥ 1 or null, got {every_n_steps}")
         if num_tasks is not None and num_tasks < 1:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from callbacks.periodic_eval import PeriodicEval
 from slca_lightning.backends.base import ChatBackend
+from slca_lightning.config_checks import check_args
 from slca_lightning.eval.tau2 import Tau2Evaluator
 
 
@@ -48,6 +49,7 @@ class Tau2Eval(PeriodicEval):
         max_context_tokens: int | None = None,
         prefix: str = "eval",
     ) -> None:
+        check_args(Tau2Eval, locals())
         super().__init__(every_n_steps)
         self.evaluators = {
             d: Tau2Evaluator(

@@ -186,7 +186,8 @@ def _help(argv: list[str]) -> bool:
 
 def script() -> None:
     """The ``slca`` console script: runs :func:`main`, exits 0 on success, 2 with one line
-    on stderr for a configuration error (``SLCA_DEBUG=1`` shows the traceback instead).
+    on stderr for a configuration error, an untrusted checkpoint or a malformed task file
+    (``SLCA_DEBUG=1`` shows the traceback instead).
 
     ``slca eval ...`` goes to :mod:`slca_lightning.eval.standalone` instead (evaluators on a
     checkpoint or a model). (Returning the CLI object from a console-script entry point
@@ -202,8 +203,12 @@ def script() -> None:
         if _help(argv):
             return
         main()
-    except (ConfigError, UntrustedCheckpointError) as err:
-        if _debug():
+    except ValueError as err:
+        from slca_lightning.data.errors import DataFormatError
+
+        # settings, checkpoints and task files the user gave: one line, exit 2
+        user_error = (ConfigError, UntrustedCheckpointError, DataFormatError)
+        if not isinstance(err, user_error) or _debug():
             raise
         sys.stderr.write(f"slca: error: {one_line(str(err))}\n")
         raise SystemExit(2) from None

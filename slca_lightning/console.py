@@ -22,6 +22,8 @@ from typing import Any
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
 
+from slca_lightning.config_checks import check_args
+
 __all__ = ["NOISE", "OnceFilter", "StepProgressBar", "quiet_console"]
 
 #: Warning messages (regular expressions) that say nothing a user can act on.
@@ -96,6 +98,7 @@ class StepProgressBar(TQDMProgressBar):
     """
 
     def __init__(self, description: str = "RL", refresh_rate: int = 1) -> None:
+        check_args(StepProgressBar, locals())
         super().__init__(refresh_rate=refresh_rate)
         self.description = description
 

@@ -169,3 +169,35 @@ def test_eval_errors_are_one_line_with_exit_2(monkeypatch, capsys, tmp_path):
     assert err[-1] == (
         "slca: error: --arg 'in_domain_limit': expected <evaluator>.<option>=<value>"
     )
+
+
+def test_a_malformed_task_file_is_one_line_with_exit_2(monkeypatch, capsys, tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "a", "question": "q", "tools": [], "gold_calls": [], "x": NaN}\n')
+    monkeypatch.delenv("SLCA_DEBUG", raising=False)
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "slca",
+            "fit",
+            "--model.model=tiny",
+            "--data.tasks.class_path=slca_lightning.data.sources.JsonlTasks",
+            f"--data.tasks.init_args.path={tasks}",
+            "--trainer.max_steps=1",
+            "--trainer.logger=false",
+            "--trainer.enable_checkpointing=false",
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
+    )
+    try:
+        cli.script()
+    except SystemExit as done:
+        assert done.code == 2
+    else:
+        raise AssertionError("no exit")
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == (
+        f"slca: error: {tasks}, line 1, field x: NaN is not a finite number "
+        "(JSON has no NaN or Infinity)"
+    )

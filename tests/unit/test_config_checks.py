@@ -10,6 +10,7 @@ import importlib
 import inspect
 import math
 import pkgutil
+import re
 import sys
 import typing
 
@@ -120,6 +121,44 @@ def test_every_numeric_setting_has_a_rule_and_refuses_an_invalid_value(key):
         assert message.startswith(f"x[0].init_args.{name}: must be "), message
         assert "\n" not in message
         assert f"got {bad!r}" in message
+
+
+CHECKED_BY_CONSTRUCTOR = [
+    "slca_lightning.module.SLCAGRPOModule",
+    "slca_lightning.rollout.datamodule.RolloutDataModule",
+    "slca_lightning.rollout.hf_engine.HFEngine",
+    "slca_lightning.rollout.vllm_engine.VLLMEngine",
+    "slca_lightning.sft.SFTModule",
+    "slca_lightning.sft.SFTDataModule",
+    "slca_lightning.console.StepProgressBar",
+    "callbacks.in_domain_eval.InDomainEval",
+    "callbacks.heldout_table.HeldoutTable",
+    "callbacks.bfcl_eval.BFCLEval",
+    "callbacks.tau2_eval.Tau2Eval",
+    "callbacks.gradient_diagnostics.GradientDiagnostics",
+    "callbacks.rollout_table.RolloutTable",
+]
+
+
+@pytest.mark.parametrize("key", CHECKED_BY_CONSTRUCTOR)
+def test_constructors_refuse_every_invalid_value_naming_it(key):
+    if key not in CLASSES:
+        pytest.skip(f"{key} not importable here")
+    cls, nums = CLASSES[key]
+    rules = rules_for(cls)
+    for name in nums:
+        bad = invalid_value(rules[name])
+        with pytest.raises(ConfigError) as err:
+            cls(**{name: bad})
+        assert re.match(rf"^[\w.]+\.{name}: must be ", str(err.value)), str(err.value)
+
+
+def test_agent_loop_refuses_a_bad_cap():
+    from slca_lightning.rollout.agent_loop import AgentLoop
+    from slca_lightning.rollout.engine import SamplingConfig
+
+    with pytest.raises(ConfigError, match=r"^data\.max_turns: must be an integer >= 1, got 0$"):
+        AgentLoop(None, None, None, SamplingConfig(), max_turns=0)
 
 
 def test_rules_only_name_real_arguments():
