@@ -216,3 +216,38 @@ def test_settings_this_version_no_longer_takes_are_ignored_by_slca_eval(real, tm
         module = standalone.load_module(str(old), None, None)
     assert module.hparams.model == "tiny" and "removed_setting" not in module.hparams
     assert "ignoring stored hyper-parameters ['removed_setting']" in caplog.text
+
+
+CALLBACKS = [  # every callback of the quickstart that keeps state, and LoRA settings
+    "--trainer.callbacks+=callbacks.InDomainEval",
+    "--trainer.callbacks.num_tasks=2",
+    "--trainer.callbacks.every_n_steps=1",
+    "--trainer.callbacks+=callbacks.GradientDiagnostics",
+    "--trainer.callbacks.every_n_steps=1",
+    "--trainer.callbacks+=callbacks.RewardCurves",
+    "--trainer.callbacks+=callbacks.SimulatorStats",
+    "--model.lora.r=4",
+    "--model.lora.alpha=8",
+    "--trainer.logger=lightning.pytorch.loggers.CSVLogger",
+]
+
+
+def test_callback_states_and_lora_load_weights_only_and_resume(tmp_path):
+    first = tmp_path / "first"
+    fit(first, "--trainer.max_steps=1", *CALLBACKS, f"--trainer.logger.init_args.save_dir={first}")
+    (ckpt,) = (first / "ckpt").glob("*.ckpt")
+    saved = load_checkpoint(ckpt)  # no add_safe_globals needed: plain values only
+    assert {"GradientDiagnostics", "InDomainEval", "RewardCurves"} <= set(saved["callbacks"])
+    assert saved["callbacks"]["GradientDiagnostics"]["history"]
+    assert saved["hyper_parameters"]["lora"]["r"] == 4
+    second = tmp_path / "second"
+    resumed = fit(
+        second,
+        "--trainer.max_steps=2",
+        *CALLBACKS,
+        f"--trainer.logger.init_args.save_dir={second}",
+        f"--ckpt_path={ckpt}",
+    )
+    assert resumed.trainer.global_step == 2
+    (diag,) = [c for c in resumed.trainer.callbacks if type(c).__name__ == "GradientDiagnostics"]
+    assert [step for step, _ in diag.history] == [1, 2]  # restored, then extended
