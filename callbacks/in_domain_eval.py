@@ -144,7 +144,7 @@ class InDomainEval(Callback):
         step = int(trainer.global_step)
         if self.verbose and trainer.is_global_zero:  # it takes a while: say what runs
             what = f"{self.num_tasks} held-out tasks" if self.num_tasks else "the held-out tasks"
-            print(f"in-domain: evaluating {what}, greedy (step {step})...", flush=True)
+            print(f"\nin-domain: evaluating {what}, greedy (step {step})...", flush=True)
         result = evaluate_in_domain(
             pl_module.policy,
             pl_module.tokenizer,
