@@ -117,6 +117,12 @@ class SLCACLI(LightningCLI):
             isinstance(c, ProgressBar) for c in configured
         ):
             callbacks = [*callbacks, StepProgressBar("RL")]
+        if self.config.get("subcommand") in (None, "fit"):  # <log_dir>/provenance.json, every fit
+            from slca_lightning.provenance import RunProvenance
+
+            section = self._section()
+            resolved = section.as_dict() if hasattr(section, "as_dict") else dict(section)
+            callbacks = [*callbacks, RunProvenance(config=resolved)]
         return super()._instantiate_trainer(config, callbacks)
 
     def _prepare_subcommand_kwargs(self, subcommand: str) -> dict[str, Any]:

@@ -129,3 +129,33 @@ def render(runs: Path, root: Path) -> str:
             lines.append("")
             lines += tx
     return "\n".join(lines) + "\n"
+
+
+EMBED_BEGIN = (
+    "<!-- learning figures: begin (python experiments/learning/run.py --embed README.md) -->"
+)
+EMBED_END = "<!-- learning figures: end -->"
+
+
+def readme_block(runs: Path) -> str:
+    """What the README shows: seed 0's table and every seed's gains with the control."""
+    text = render(runs, runs)
+    keep, on = [], False
+    for line in text.splitlines():
+        if line.startswith("## seed 0 (SLCARouter)") or line.startswith("## Gains over seeds"):
+            on = True
+        elif line.startswith("## "):
+            on = False
+        if on:
+            keep.append(line)
+    return "\n".join(keep).strip()
+
+
+def embed(path: Path, block: str) -> None:
+    """Replace the marked block of ``path`` with ``block``."""
+    doc = path.read_text()
+    if EMBED_BEGIN not in doc or EMBED_END not in doc:
+        raise ValueError(f"{path} has no {EMBED_BEGIN!r} … {EMBED_END!r} block")
+    head, rest = doc.split(EMBED_BEGIN, 1)
+    _, tail = rest.split(EMBED_END, 1)
+    path.write_text(f"{head}{EMBED_BEGIN}\n{block}\n{EMBED_END}{tail}")

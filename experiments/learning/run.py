@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
     p.add_argument("--runs", default=str(HERE / "results"))
     p.add_argument("--out", default=str(HERE / "REPORT.md"))
+    p.add_argument("--embed", default=None, help="also rewrite the README's learning block")
     args = p.parse_args(argv)
     runs = Path(args.runs)
     runs.mkdir(parents=True, exist_ok=True)
@@ -205,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
 
     Path(args.out).write_text(report.render(runs, ROOT))
     print(f"wrote {args.out}")
+    if args.embed:
+        report.embed(Path(args.embed), report.readme_block(runs))
+        print(f"embedded the figures in {args.embed}")
     return 0
 
 

@@ -67,7 +67,7 @@ def scripted_turns():
     def script(context: str, turn: int) -> str:
         if turn == 0:
             call = {"name": "add", "arguments": {"a": next(counter), "b": 2}}
-            return "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
+            return "<tool_call>\n" + json.dumps(call) + "\n</tool_call><|im_end|>"  # turn ends
         k = int(re.findall(r'"a": (\d+)', context)[-1])
         return f"The sum is {k + 2}{'!' * (k % 3)}.<|im_end|>"
 

@@ -196,7 +196,9 @@ def scripted(cli, tool_round_at=(), reply_words=lambda step: 3) -> ScriptedEngin
         k, step = next(count), engine.policy_version
         if turn == 0 and step in tool_round_at:
             args = json.dumps({"name": "add", "arguments": {"a": k, "b": 7 * k + 1}})
-            return f"<tool_call>\n{args}\n</tool_call>{tok.eos_token}"  # the turn ends, as a model's
+            return (
+                f"<tool_call>\n{args}\n</tool_call>{tok.eos_token}"  # the turn ends, as a model's
+            )
         return " ".join(["answer", str(k)] * reply_words(step)) + tok.eos_token
 
     engine = ScriptedEngine(tok, script)
@@ -391,3 +393,23 @@ def test_first_update_sees_ratio_one_and_kl_zero_bit_for_bit_with_shuffled_minib
     assert cli.model.policy.config.attention_dropout == 0.0
     later = seen[2:]
     assert later and any(not torch.equal(s[0][s[3]], s[1][s[3]]) for s in later)
+
+
+def test_every_fit_records_its_provenance(tmp_path):
+    """``slca fit`` writes <log_dir>/provenance.json: versions, threads, seeds, config and
+    model hashes, load average; completed at the end with the wall time and peak RSS."""
+    cli = build(
+        tmp_path,
+        "--trainer.max_steps=1",
+        "--trainer.logger=lightning.pytorch.loggers.CSVLogger",
+        f"--trainer.logger.init_args.save_dir={tmp_path}",
+        "--seed_everything=3",
+    )
+    cli.trainer.fit(cli.model, cli.datamodule)
+    record = json.loads((Path(cli.trainer.log_dir) / "provenance.json").read_text())
+    assert record["versions"]["torch"] == torch.__version__
+    assert record["seeds"]["seed_everything"] == 3
+    assert record["threads"]["torch"] == torch.get_num_threads()
+    assert len(record["config_sha256"]) == 64 and record["model_source"] == "tiny"
+    assert len(record["load_average"]) == 3 and record["fit_seconds"] > 0
+    assert record["peak_rss_gb"] > 0
