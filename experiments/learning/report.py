@@ -147,7 +147,7 @@ def readme_block(runs: Path) -> str:
         elif line.startswith("## "):
             on = False
         if on:
-            keep.append(line)
+            keep.append(f"**{line[3:]}**" if line.startswith("## ") else line)
     return "\n".join(keep).strip()
 
 

@@ -132,6 +132,9 @@ def rl_run(seed: int, args, runs: Path) -> dict:
         args.threads,
     )
     train, evals = read_metrics(folder)
+    cache = Path(os.environ.get("SLCA_CACHE") or Path.home() / ".cache" / "slca_lightning")
+    for done_file in cache.glob("suite-sft-*/slca_warm_start.json"):  # its SFT time, if trained
+        (folder / "warm_start.json").write_text(done_file.read_text())
     first, last = evals[0], evals[-1]
     result = {
         "name": name,

@@ -50,3 +50,12 @@ def test_a_finished_run_is_not_redone(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "child", boom)
     args = type("A", (), {"router": None, "threads": 1})()
     assert run.rl_run(3, args, tmp_path) == done
+
+
+def test_readme_shows_exactly_the_committed_learning_figures():
+    """The README's learning block is regenerated from experiments/learning/results by
+    ``run.py --embed README.md``; a hand edit or a stale block fails here."""
+    readme = (ROOT / "README.md").read_text()
+    begin = readme.index(report.EMBED_BEGIN) + len(report.EMBED_BEGIN)
+    block = readme[begin : readme.index(report.EMBED_END)].strip()
+    assert block == report.readme_block(ROOT / "experiments" / "learning" / "results")
