@@ -121,15 +121,17 @@ class RunProvenance(Callback):
 
     def on_fit_start(self, trainer, pl_module) -> None:
         self._t0 = time.perf_counter()
+        path = self._path(trainer)  # on every rank: trainer.log_dir is a collective under DDP
         if not trainer.is_global_zero:
             return
         source = getattr(getattr(pl_module, "hparams", None), "model", None)
         self.record = provenance(self.config, source)
-        os.makedirs(os.path.dirname(self._path(trainer)), exist_ok=True)
-        with open(self._path(trainer), "w") as f:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
             json.dump(self.record, f, indent=2, default=str)
 
     def on_fit_end(self, trainer, pl_module) -> None:
+        path = self._path(trainer)  # every rank (see on_fit_start)
         if not trainer.is_global_zero or not self.record:
             return
         self.record["fit_seconds"] = round(time.perf_counter() - self._t0, 1)
@@ -137,5 +139,5 @@ class RunProvenance(Callback):
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3
         )
         self.record["load_average_end"] = list(os.getloadavg())
-        with open(self._path(trainer), "w") as f:
+        with open(path, "w") as f:
             json.dump(self.record, f, indent=2, default=str)
