@@ -228,7 +228,7 @@ def test_two_step_fit_with_the_simulator_on_the_mcp_server(tmp_path):
 
     def script(context: str, turn: int) -> str:
         if turn == 0:
-            return '<tool_call>\n{"name": "add", "arguments": {"a": 20, "b": 22}}\n</tool_call>'
+            return '<tool_call>\n{"name": "add", "arguments": {"a": 20, "b": 22}}\n</tool_call><|im_end|>'  # the turn ends
         return "Done.<|im_end|>"
 
     cli.datamodule.engine = ScriptedEngine(cli.model.tokenizer, script)
