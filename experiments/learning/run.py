@@ -22,7 +22,6 @@ import argparse
 import csv
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -36,26 +35,11 @@ METRICS += ("tool_calls_per_episode", "reference/summary", "reference/success@0.
 
 
 def provenance(threads: int) -> dict:
-    """What a figure needs to be checked: versions, threads, load, machine."""
-    import lightning
-    import torch
-    import transformers
+    """:func:`slca_lightning.provenance.provenance` of this process, with the torch threads
+    the child runs on (each fit also writes its own ``provenance.json``)."""
+    from slca_lightning.provenance import provenance as record
 
-    import slca_lightning
-
-    return {
-        "slca_lightning": slca_lightning.__version__,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "lightning": lightning.__version__,
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "threads": threads,
-        "load_average": os.getloadavg(),
-        "git": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-        ).stdout.strip(),
-    }
+    return {**record(), "threads": threads}
 
 
 def child(argv: list[str], log: Path, threads: int) -> dict:

@@ -20,7 +20,12 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from slca_lightning.models.tiny import ADDED_TOKENS, CHAT_TEMPLATE, SPECIAL_TOKENS
+from slca_lightning.models.tiny import (
+    ADDED_TOKENS,
+    SPECIAL_TOKENS,
+    build_tiny_model,
+    chatml_tokenizer,
+)
 
 __all__ = [
     "CORPUS_SEED",
@@ -97,22 +102,11 @@ def build_suite_tokenizer(
 ) -> Any:
     """A ``PreTrainedTokenizerFast`` trained on the suite's text, with the ChatML template
     (and whole-number tokens when ``whole_numbers``, default :data:`WHOLE_NUMBERS`)."""
-    from tokenizers import AddedToken, Tokenizer
-    from transformers import PreTrainedTokenizerFast
-
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=Tokenizer.from_str(_tokenizer_json(vocab_size, n_tasks, seed)),
-        bos_token=None,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-    )
-    # the trainer made them whole tokens; mark the tags non-special so decoding keeps them
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    numbers: list[str] = []
     if WHOLE_NUMBERS if whole_numbers is None else whole_numbers:
         numbers = [str(i) for i in range(1000)] + [f"0{i}" for i in range(10)]
-        tok.add_tokens([AddedToken(n, special=False, normalized=False) for n in numbers])
-    tok.chat_template = CHAT_TEMPLATE
-    return tok
+    # the trainer made the tags whole tokens; chatml_tokenizer marks them non-special
+    return chatml_tokenizer(_tokenizer_json(vocab_size, n_tasks, seed), numbers)
 
 
 def build_suite_model(
@@ -121,22 +115,6 @@ def build_suite_model(
     num_layers: int = SUITE_NUM_LAYERS,
     seed: int = 0,
 ) -> Any:
-    """A randomly initialised Qwen2 causal LM for ``tokenizer`` (no dropout anywhere)."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
-        num_hidden_layers=num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        attention_dropout=0.0,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(seed)
-    return Qwen2ForCausalLM(config)
+    """A randomly initialised Qwen2 causal LM for ``tokenizer`` (no dropout anywhere):
+    :func:`~slca_lightning.models.tiny.build_tiny_model` at this size."""
+    return build_tiny_model(tokenizer, hidden_size, num_layers, seed)

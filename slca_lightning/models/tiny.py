@@ -61,24 +61,34 @@ def _tokenizer_json(vocab_size: int) -> str:
     return tok.to_str()
 
 
-def build_tiny_tokenizer(vocab_size: int = 512) -> Any:
-    """A ``PreTrainedTokenizerFast`` with a ChatML chat template, built offline."""
+def chatml_tokenizer(tokenizer_json: str, extra_tokens: list[str] = ()) -> Any:
+    """A ``PreTrainedTokenizerFast`` of a serialised ``tokenizers`` BPE with the ChatML
+    template: ``<|im_end|>`` ends a turn, the tags of :data:`ADDED_TOKENS` (and
+    ``extra_tokens``) are added non-special tokens, so decoding keeps them."""
     from tokenizers import AddedToken, Tokenizer
     from transformers import PreTrainedTokenizerFast
 
     tok = PreTrainedTokenizerFast(
-        tokenizer_object=Tokenizer.from_str(_tokenizer_json(vocab_size)),
+        tokenizer_object=Tokenizer.from_str(tokenizer_json),
         bos_token=None,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
     )
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    for tokens in (ADDED_TOKENS, list(extra_tokens)):
+        if tokens:
+            tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in tokens])
     tok.chat_template = CHAT_TEMPLATE
     return tok
 
 
+def build_tiny_tokenizer(vocab_size: int = 512) -> Any:
+    """A ``PreTrainedTokenizerFast`` with a ChatML chat template, built offline."""
+    return chatml_tokenizer(_tokenizer_json(vocab_size))
+
+
 def build_tiny_model(tokenizer: Any, hidden_size: int = 64, num_layers: int = 2, seed: int = 0):
-    """A randomly initialised tiny Qwen2 causal LM sized to ``tokenizer``."""
+    """A randomly initialised small Qwen2 causal LM sized to ``tokenizer`` (4 heads, 2 KV
+    heads, MLP 2 × hidden, tied embeddings, no dropout); the suite model uses it too."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 

@@ -220,8 +220,9 @@ class HFEngine(RolloutEngine):
         real (non-pad) steps of this call; greedy: inf when an argmax differs."""
         scores = torch.stack(result.scores, dim=1).float().cpu()  # [b, n, V]
         real = torch.ones(new_ids.shape[:2], dtype=torch.bool)
+        end_ids = self._end_ids()
         for i in range(new_ids.shape[0]):  # steps after a row ended are padding
-            ends = [t for t, tok in enumerate(new_ids[i].tolist()) if tok in self._end_ids()]
+            ends = [t for t, tok in enumerate(new_ids[i].tolist()) if tok in end_ids]
             if ends:
                 real[i, ends[0] + 1 :] = False
         real = real[:, : scores.shape[1]]
