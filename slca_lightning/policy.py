@@ -83,9 +83,9 @@ WARM_STARTS: dict[str, dict[str, Any]] = {
         "skip": None,
     },
     "suite": {
-        "steps": 400,
+        "steps": 600,
         "n_tasks": 1024,
-        "batch_size": 8,
+        "batch_size": 16,
         "learning_rate": 2e-3,
         "recipe": {"context_weight": 1.0, "final_lr_fraction": 0.1, "warmup_steps": 20},
         "skip": (256, 512),
@@ -378,7 +378,7 @@ def warm_start(
     recipe, skip = spec["recipe"], spec["skip"]
     key: dict[str, Any] = {
         **{"steps": steps, "seed": seed, "n_tasks": n_tasks, "batch_size": batch_size},
-        **{"learning_rate": learning_rate, "recipe": recipe, "version": 2},
+        **{"learning_rate": learning_rate, "recipe": recipe, "version": 3},
     }  # bump "version" when the SFT code changes what it trains
     if base == "tiny":
         key.update(hidden_size=TINY_HIDDEN_SIZE, num_layers=TINY_NUM_LAYERS)
@@ -391,6 +391,11 @@ def warm_start(
             hidden_size=suite.SUITE_HIDDEN_SIZE,
             num_layers=suite.SUITE_NUM_LAYERS,
             vocab=[suite.SUITE_VOCAB_SIZE, suite.CORPUS_TASKS, suite.CORPUS_SEED],
+            numbers=(
+                hashlib.sha256(" ".join(suite.NUMBER_TOKENS).encode()).hexdigest()[:12]
+                if suite.WHOLE_NUMBERS
+                else None
+            ),
         )
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     root = Path(cache_dir or default_cache_dir()).expanduser()
