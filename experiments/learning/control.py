@@ -2,7 +2,7 @@
 
 Starts from the same cached warm start as the quickstart (``suite-sft``), continues SFT
 with the warm start's own recipe (demonstrations that skip the held-out tasks, the
-auxiliary context loss, batch 8) at the learning rate the warm start ended on (its peak ×
+auxiliary context loss, its batch size) at the learning rate the warm start ended on (its peak ×
 ``final_lr_fraction``, held), until ``--seconds`` of wall time are spent, then evaluates
 on the quickstart's held-out tasks exactly as its ``InDomainEval`` does (greedy, same
 caps, simulator and reward head, plus the reference judge)::

@@ -117,8 +117,9 @@ def rl_run(seed: int, args, runs: Path) -> dict:
     )
     train, evals = read_metrics(folder)
     cache = Path(os.environ.get("SLCA_CACHE") or Path.home() / ".cache" / "slca_lightning")
-    for done_file in cache.glob("suite-sft-*/slca_warm_start.json"):  # its SFT time, if trained
-        (folder / "warm_start.json").write_text(done_file.read_text())
+    done_files = sorted(cache.glob("suite-sft-*/slca_warm_start.json"), key=os.path.getmtime)
+    if done_files:  # the newest warm start is this run's: its SFT time and settings
+        (folder / "warm_start.json").write_text(done_files[-1].read_text())
     first, last = evals[0], evals[-1]
     result = {
         "name": name,
