@@ -33,9 +33,9 @@ from slca_lightning.policy import WARM_STARTS
 from slca_lightning.sft import SFTDataModule, SFTModule
 
 try:
-    from experiments.warm_start.sweep import heldout_batches
+    from experiments.warm_start.sweep import heldout_batches, heldout_nll
 except ImportError:  # run as a script from the repository root
-    from sweep import heldout_batches  # type: ignore[no-redef]
+    from sweep import heldout_batches, heldout_nll  # type: ignore[no-redef]
 
 
 def greedy_exact(model, tokenizer, n_tasks: int = 64) -> dict:
@@ -79,20 +79,13 @@ class _Probe(lightning.Callback):
         step = trainer.global_step
         if step % self.args.every and step != self.args.steps:
             return
-        module.eval()
-        with torch.no_grad():
-            dev = module.device
-            parts = [module.loss({k: v.to(dev) for k, v in b.items()}) for b in self.batches]
-        n = sum(float(p["tokens"]) for p in parts)
-        nll = sum(float(p["nll"]) * float(p["tokens"]) for p in parts) / n
         row = {
             "name": self.args.name,
             "step": step,
-            "heldout_nll": round(nll, 4),
+            "heldout_nll": round(heldout_nll(module, self.batches), 4),
             **greedy_exact(module.model, module.tokenizer),
             "seconds": round(time.perf_counter() - self.t0, 1),
         }
-        module.train()
         print(json.dumps(row), flush=True)
         with open(self.args.out, "a") as fh:
             fh.write(json.dumps({**row, "settings": vars(self.args)}) + "\n")

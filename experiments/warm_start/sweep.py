@@ -32,6 +32,18 @@ def heldout_batches(tokenizer, lo: int = 256, hi: int = 320, batch_size: int = 1
     return [dm.collate(rows[i : i + batch_size]) for i in range(0, len(rows), batch_size)]
 
 
+def heldout_nll(module, batches) -> float:
+    """Token-weighted mean NLL of ``module`` (an SFTModule) over ``batches``, in eval mode
+    (the module is put back in train mode), on the module's device."""
+    module.eval()
+    with torch.no_grad():
+        dev = module.device
+        parts = [module.loss({k: v.to(dev) for k, v in b.items()}) for b in batches]
+    module.train()
+    n = sum(float(p["tokens"]) for p in parts)
+    return sum(float(p["nll"]) * float(p["tokens"]) for p in parts) / n
+
+
 class _Probe(lightning.Callback):
     def __init__(self, batches, every, writer, t0, save_at=(), save_dir=None):
         self.batches, self.every, self.writer, self.t0 = batches, every, writer, t0
@@ -41,12 +53,7 @@ class _Probe(lightning.Callback):
         step = trainer.global_step
         if step % self.every:
             return
-        module.eval()
-        with torch.no_grad():
-            parts = [module.loss(b) for b in self.batches]
-        module.train()
-        n = sum(float(p["tokens"]) for p in parts)
-        nll = sum(float(p["nll"]) * float(p["tokens"]) for p in parts) / n
+        nll = heldout_nll(module, self.batches)
         row = {
             "step": step,
             "heldout_nll": round(nll, 4),

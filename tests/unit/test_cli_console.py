@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 import lightning as L
+import pytest
 import torch
 import yaml
 from lightning.pytorch.demos.boring_classes import BoringModel
@@ -159,12 +160,9 @@ def test_eval_errors_are_one_line_with_exit_2(monkeypatch, capsys, tmp_path):
     monkeypatch.delenv("SLCA_DEBUG", raising=False)
     argv = ["slca", "eval", "--model=tiny", "--arg=in_domain_limit", f"--out={tmp_path}"]
     monkeypatch.setattr(sys, "argv", argv)
-    try:
+    with pytest.raises(SystemExit) as done:
         cli.script()
-    except SystemExit as done:
-        assert done.code == 2
-    else:
-        raise AssertionError("no exit")
+    assert done.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (
         "slca: error: --arg 'in_domain_limit': expected <evaluator>.<option>=<value>"
@@ -190,12 +188,9 @@ def test_a_malformed_task_file_is_one_line_with_exit_2(monkeypatch, capsys, tmp_
             f"--trainer.default_root_dir={tmp_path}",
         ],
     )
-    try:
+    with pytest.raises(SystemExit) as done:
         cli.script()
-    except SystemExit as done:
-        assert done.code == 2
-    else:
-        raise AssertionError("no exit")
+    assert done.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last == (
         f"slca: error: {tasks}, line 1, field x: NaN is not a finite number "
