@@ -19,7 +19,7 @@ import pytest
 
 WORKER = textwrap.dedent(
     """
-    import json, sys
+    import json, os, sys
     import torch
     import torch.distributed as dist
     from torch import nn
@@ -47,6 +47,11 @@ WORKER = textwrap.dedent(
     with open(f"{sys.argv[1]}.{dist.get_rank()}.json", "w") as f:
         json.dump(report, f)
     dist.destroy_process_group()
+    # torch 2.13's gloo sometimes aborts in interpreter teardown after all of the above is
+    # done ("terminate called without an active exception", about 1 run in 6 here): leave
+    # without running C++ static destructors, the reports written and the group destroyed.
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(0)
     """
 )
 
