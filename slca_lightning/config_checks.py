@@ -182,6 +182,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "dual_clip": Range("float", 1, lo_open=True, none=True),
         "kl_coef": NONNEG,
         "entropy_coef": NONNEG,
+        "negative_weight": NONNEG,
         "max_grad_norm": POSITIVE_OR_NONE,
         "temperature": SAMPLING_TEMPERATURE,
         "tis_cap": POSITIVE_OR_NONE,
@@ -337,6 +338,8 @@ RANGES: dict[str, dict[str, Range]] = {
         "irrelevant_fraction": FRACTION,
         "parallel_fraction": FRACTION,
         "multistep_fraction": FRACTION,
+        "train_start": NATURAL,
+        "heldout_start": NATURAL_OR_NONE,
     },
     "slca_lightning.data.synthetic.SyntheticTaskGenerator": {
         "seed": SEED,

@@ -40,6 +40,7 @@ from slca_lightning.advantages import (
     SLCARouter,
     advantage_contamination,
     summary_leakage,
+    weight_negatives,
 )
 from slca_lightning.config_checks import check_args
 from slca_lightning.losses import (
@@ -101,6 +102,9 @@ class SLCAGRPOModule(L.LightningModule):
         aggregation: ``token-mean`` (paper), ``seq-mean-token-mean`` (``grpo``),
             ``seq-mean-token-sum``, ``seq-mean-token-sum-norm`` (``dr_grpo``: divides by
             the constant ``rows × data.max_response_tokens``, whatever the padding).
+        negative_weight: scale of negative token advantages (1 = the paper; < 1 damps the
+            push away from below-average samples, :func:`~slca_lightning.advantages.
+            weight_negatives`).
         mask_truncated: drop episodes that hit a cap from the loss.
         max_grad_norm: gradient clipping (None = off).
         temperature: the sampling temperature (log-probs are of the scaled policy).
@@ -138,6 +142,7 @@ class SLCAGRPOModule(L.LightningModule):
         kl_coef: float = 0.001,
         entropy_coef: float = 0.0,
         aggregation: str = "token-mean",
+        negative_weight: float = 1.0,
         mask_truncated: bool = False,
         max_grad_norm: float | None = 1.0,
         temperature: float = 1.0,
@@ -393,7 +398,8 @@ class SLCAGRPOModule(L.LightningModule):
         rewards = self.reward_head(batch.episodes)
         segments = self.segmenter(batch)
         routed = self.router.route(rewards, segments, batch.group_ids.cpu())
-        advantages = routed.token_advantages.to(self.device)
+        weighted = weight_negatives(routed.token_advantages, hp.negative_weight)
+        advantages = weighted.to(self.device)
         metrics["time/reward_and_advantage"] = time.perf_counter() - t0
         metrics.update(rewards.log_dict("reward"))
         self._warn_constant_channels(rewards)
@@ -479,7 +485,7 @@ class SLCAGRPOModule(L.LightningModule):
         self.last_rollout = RolloutRecord(
             batch=batch,
             segments=segments,
-            advantages=routed.token_advantages,
+            advantages=weighted,
             rewards=rewards,
             step=step,
         )

@@ -2,7 +2,7 @@
 
 from slca_lightning.advantages.base import AdvantageRouter, RoutedAdvantages
 from slca_lightning.advantages.diagnostics import advantage_contamination, summary_leakage
-from slca_lightning.advantages.group_norm import check_scores, group_normalize
+from slca_lightning.advantages.group_norm import check_scores, group_normalize, weight_negatives
 from slca_lightning.advantages.presets import (
     GRPORouter,
     MTGRPORouter,
@@ -26,4 +26,5 @@ __all__ = [
     "check_scores",
     "group_normalize",
     "summary_leakage",
+    "weight_negatives",
 ]

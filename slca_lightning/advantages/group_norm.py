@@ -19,6 +19,7 @@ of the batch (TRL's ``scale_rewards="batch"``), a departure from the paper offer
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -101,3 +102,18 @@ def group_normalize(
         adv = centred
     keep = p & (n[inv] > 1) & (hi > lo)
     return torch.where(keep, adv, torch.zeros_like(adv)).to(torch.float32)
+
+
+def weight_negatives(advantages: torch.Tensor, weight: float) -> torch.Tensor:
+    """``A`` where ``A >= 0`` and ``weight · A`` where ``A < 0`` (elementwise).
+
+    ``weight = 1`` returns ``advantages`` itself (the paper); ``weight < 1`` damps the push
+    away from below-average samples (W-REINFORCE's weighting of negative samples; a
+    departure offered as a knob, ``model.negative_weight``). On the built-in suite model
+    0.25 and 0 moved held-out accuracy by less than one task (experiments/learning).
+    """
+    if not (math.isfinite(weight) and weight >= 0):
+        raise ValueError(f"negative_weight must be a finite number >= 0, got {weight}")
+    if weight == 1.0:
+        return advantages
+    return torch.where(advantages < 0, advantages * weight, advantages)

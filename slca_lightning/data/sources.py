@@ -32,12 +32,22 @@ class TaskSource(ABC):
 class SyntheticTasks(TaskSource):
     """The built-in synthetic tool suite (see :mod:`slca_lightning.data.synthetic`).
 
+    The generator draws one deterministic sequence of distinct tasks ``syn-{seed}-{i}``;
+    the train tasks are indices ``[train_start, train_start + n_train)`` of it and the
+    held-out tasks ``[heldout_start, heldout_start + n_heldout)`` (``heldout_start``
+    defaults to ``train_start + n_train``: the tasks right after the train ones). The two
+    ranges may not overlap. The built-in ``suite-sft`` warm start trains on indices
+    ``[0, 256)`` and ``[512, 1280)``: ``train_start=320, n_train=192, heldout_start=256``
+    gives RL train tasks and held-out tasks the warm start never saw.
+
     Args:
         n_train: train tasks.
         n_heldout: held-out tasks (never overlapping the train tasks).
         seed: generator seed.
         families: tool families (None = all).
         irrelevant_fraction, parallel_fraction, multistep_fraction: task-kind mix.
+        train_start: index of the first train task in the generated sequence.
+        heldout_start: index of the first held-out task (None: ``train_start + n_train``).
     """
 
     def __init__(
@@ -49,8 +59,28 @@ class SyntheticTasks(TaskSource):
         irrelevant_fraction: float = 0.15,
         parallel_fraction: float = 0.3,
         multistep_fraction: float = 0.2,
+        train_start: int = 0,
+        heldout_start: int | None = None,
     ) -> None:
+        heldout_start = train_start + n_train if heldout_start is None else heldout_start
+        for name, value in (
+            ("n_train", n_train), ("n_heldout", n_heldout),
+            ("train_start", train_start), ("heldout_start", heldout_start),
+        ):  # fmt: skip
+            if value < 0:
+                raise ValueError(f"SyntheticTasks.{name} must be >= 0, got {value}")
+        if (
+            n_train
+            and n_heldout
+            and train_start < heldout_start + n_heldout
+            and heldout_start < train_start + n_train
+        ):
+            raise ValueError(
+                f"SyntheticTasks: train tasks [{train_start}, {train_start + n_train}) overlap "
+                f"held-out tasks [{heldout_start}, {heldout_start + n_heldout})"
+            )
         self.n_train, self.n_heldout = n_train, n_heldout
+        self.train_start, self.heldout_start = train_start, heldout_start
         self.generator = SyntheticTaskGenerator(
             seed=seed,
             families=families,
@@ -61,7 +91,14 @@ class SyntheticTasks(TaskSource):
 
     @functools.cached_property
     def _splits(self) -> tuple[list[Task], list[Task]]:
-        return self.generator.splits(self.n_train, self.n_heldout)
+        if self.train_start == 0 and self.heldout_start == self.n_train:
+            return self.generator.splits(self.n_train, self.n_heldout)
+        end = max(self.train_start + self.n_train, self.heldout_start + self.n_heldout)
+        tasks = self.generator.generate(end)
+        return (
+            tasks[self.train_start : self.train_start + self.n_train],
+            tasks[self.heldout_start : self.heldout_start + self.n_heldout],
+        )
 
     def train(self) -> list[Task]:
         return self._splits[0]

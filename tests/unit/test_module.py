@@ -103,3 +103,9 @@ def test_constant_channel_warning_watches_only_the_channels_the_router_reads():
     messages = [str(w.message) for w in seen]
     assert any("'summary' has been constant" in msg for msg in messages)
     assert not any("'rltr'" in msg or "'tool'" in msg for msg in messages)
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan")])
+def test_negative_weight_is_checked_at_construction(bad):
+    with pytest.raises(ValueError, match=r"model\.negative_weight: must be a number >= 0"):
+        SLCAGRPOModule(model="tiny", negative_weight=bad)

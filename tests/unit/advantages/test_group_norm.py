@@ -95,3 +95,16 @@ def test_mismatched_shapes_name_both_shapes():
 def test_output_is_float32_and_finite_for_tiny_spread():
     adv = group_normalize(torch.tensor([1.0, 1.0 + 1e-7]), torch.zeros(2, dtype=torch.long))
     assert adv.dtype == torch.float32 and bool(torch.isfinite(adv).all())
+
+
+def test_weight_negatives_scales_only_negative_advantages():
+    from slca_lightning.advantages import weight_negatives
+
+    adv = torch.tensor([[-2.0, 0.0, 1.5], [0.5, -0.1, 0.0]])
+    out = weight_negatives(adv, 0.25)
+    assert torch.equal(out, torch.tensor([[-0.5, 0.0, 1.5], [0.5, -0.025, 0.0]]))
+    assert weight_negatives(adv, 1.0) is adv  # the paper: untouched
+    assert torch.equal(weight_negatives(adv, 0.0), torch.tensor([[0.0, 0.0, 1.5], [0.5, 0.0, 0.0]]))
+    for bad in (-0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="negative_weight must be a finite number >= 0"):
+            weight_negatives(adv, bad)
