@@ -207,7 +207,7 @@ def parse(argv: list[str] | None = None):
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     p.add_argument("--noise", nargs="+", type=float, default=[0.0, 0.5])
-    p.add_argument("--steps", type=int, default=30, help="rollout batches (= optimiser steps)")
+    p.add_argument("--steps", type=int, default=40, help="rollout batches (= optimiser steps)")
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--eval-tasks", type=int, default=64)
     p.add_argument(
