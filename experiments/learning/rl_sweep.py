@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import csv
 import json
 import os
 import subprocess
@@ -134,10 +133,9 @@ def build_config(name: str, seed: int, folder: Path, args) -> dict:
 
 def summarize(name: str, seed: int, folder: Path, wall: float) -> dict:
     """One JSON-able record of a finished run read from its metrics.csv."""
-    (path,) = sorted(folder.glob("logs/version_*/metrics.csv"))[-1:]
-    rows = list(csv.DictReader(path.open()))
-    train = [r for r in rows if r.get("reward/total")]
-    evals = [r for r in rows if r.get("eval/in_domain/tool_accuracy")]
+    from experiments.learning.run import read_metrics
+
+    train, evals = read_metrics(folder)
 
     def mean(rs: list[dict], key: str) -> float | None:
         vals = [float(r[key]) for r in rs if r.get(key)]
@@ -232,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         "--table", action="store_true", help="print --out as a markdown table, run nothing"
     )
     args = p.parse_args(argv)
+    sys.path.insert(0, str(ROOT))  # experiments.learning.run, run as a script
     if args.table:
         print(
             render([json.loads(line) for line in Path(args.out).read_text().splitlines()]), end=""
