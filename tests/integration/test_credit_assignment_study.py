@@ -118,5 +118,8 @@ def test_a_resumed_study_keeps_finished_runs_and_redoes_failed_or_changed_ones(t
     (folder / "run.json").write_text(json.dumps({**asdict(job), "error": None}))
     assert study.finished(job)
     assert not study.finished(replace(job, steps=40))  # other settings: run it again
+    moved = {**asdict(job), "folder": "/elsewhere/results/seed0", "error": None}
+    (folder / "run.json").write_text(json.dumps(moved))
+    assert study.finished(job)  # written by a checkout at another path: still finished
     (folder / "run.json").write_text(json.dumps({**asdict(job), "error": "boom"}))
     assert not study.finished(job)
