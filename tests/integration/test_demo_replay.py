@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from slca_lightning.data import SyntheticTaskGenerator, builtin_suite, reference_answer
+from slca_lightning.data.sources import SyntheticTasks
 from slca_lightning.models import build_suite_tokenizer, build_tiny_tokenizer
 from slca_lightning.rewards import HierarchicalReward
 from slca_lightning.rollout.agent_loop import AgentLoop
@@ -139,10 +140,8 @@ def test_shipped_caps_never_cut_a_reference_demo(path):
     data = dict(cfg["data"])
     model = (cfg.get("model") or {}).get("model", "tiny-sft")
     tok = build_suite_tokenizer() if model.startswith("suite") else build_tiny_tokenizer()
-    init = dict(data["tasks"].get("init_args") or {})
-    n = int(init.get("n_train", 256)) + int(init.get("n_heldout", 32))
-    gen_args = {k: v for k, v in init.items() if k not in ("n_train", "n_heldout")}
-    tasks = SyntheticTaskGenerator(**gen_args).generate(n)
+    source = SyntheticTasks(**dict(data["tasks"].get("init_args") or {}))
+    tasks = source.train() + source.heldout()  # exactly the tasks the config runs on
     defaults = RolloutDataModule()
     caps = {
         "max_new_tokens": data.get("max_new_tokens", defaults.sampling.max_new_tokens),
