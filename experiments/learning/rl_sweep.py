@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import subprocess
 import sys
 import time
@@ -31,7 +30,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-CONFIG = ROOT / "configs" / "quickstart.yaml"
 
 _DR = {"class_path": "slca_lightning.advantages.SLCARouter", "init_args": {"norm_by_std": False}}
 _GRPO = {"class_path": "slca_lightning.advantages.GRPORouter"}
@@ -95,27 +93,11 @@ def set_dotted(cfg: dict, key: str, value) -> None:
 
 def build_config(name: str, seed: int, folder: Path, args) -> dict:
     """The quickstart config of one run (variant ``name``, ``seed``) writing into ``folder``."""
-    import yaml
+    from experiments.learning.run import run_config
 
-    cfg = yaml.safe_load(CONFIG.read_text())
-    cfg = copy.deepcopy(cfg)
-    cfg["seed_everything"] = seed
-    cfg["model"]["seed"] = seed
-    cfg["data"]["seed"] = seed
+    cfg = run_config(seed, folder)
     trainer = cfg["trainer"]
-    trainer.update(
-        default_root_dir=str(folder),
-        enable_progress_bar=False,
-        enable_checkpointing=False,
-        max_steps=args.max_steps,
-        accelerator=args.accelerator,
-        logger=[
-            {
-                "class_path": "lightning.pytorch.loggers.CSVLogger",
-                "init_args": {"save_dir": str(folder), "name": "logs"},
-            }
-        ],
-    )
+    trainer.update(max_steps=args.max_steps, accelerator=args.accelerator)
     if args.minutes:
         trainer["max_time"] = {"seconds": round(args.minutes * 60)}
     keep = []
@@ -196,19 +178,14 @@ def launch(name: str, seed: int, args) -> tuple[subprocess.Popen, Path, float]:
     (folder / "config.yaml").write_text(
         yaml.safe_dump(build_config(name, seed, folder, args), sort_keys=False)
     )
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    code = (
-        "import sys, runpy, torch; torch.set_num_threads(1); "
-        f"sys.argv = ['slca', 'fit', '--config', {str(folder / 'config.yaml')!r}]; "
-        "runpy.run_module('slca_lightning.cli', run_name='__main__')"
-    )
+    from experiments.learning.run import child_command
+
+    argv = ["slca_lightning.cli", "fit", "--config", str(folder / "config.yaml")]
     log_path = folder / "fit.log"
     if log_path.is_file():  # a retry keeps the failed attempt's log
         log_path.replace(folder / f"fit.{time.strftime('%H%M%S')}.log")
     with open(log_path, "w") as log:  # the child keeps its own copy of the fd
-        proc = subprocess.Popen(
-            [sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT
-        )
+        proc = subprocess.Popen(**child_command(argv, 1), stdout=log, stderr=subprocess.STDOUT)
     return proc, folder, time.perf_counter()
 
 

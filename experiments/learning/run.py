@@ -42,8 +42,9 @@ def provenance(threads: int) -> dict:
     return {**record(), "threads": threads}
 
 
-def child(argv: list[str], log: Path, threads: int) -> dict:
-    """Run ``argv`` (a python module and args) in a child; its wall time and peak RSS."""
+def child_command(argv: list[str], threads: int) -> dict:
+    """``subprocess`` keyword arguments that run ``argv`` (a python module and its args) with
+    ``threads`` torch threads from the repository root; the child prints ``PEAK_RSS_KB``."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
     code = (
         "import resource, runpy, sys, json, torch; "
@@ -55,11 +56,36 @@ def child(argv: list[str], log: Path, threads: int) -> dict:
         "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
         "sys.exit(rc)"
     )
+    return {"args": [sys.executable, "-c", code], "env": env, "cwd": ROOT}
+
+
+def run_config(seed: int, folder: Path) -> dict:
+    """``configs/quickstart.yaml`` for one seed (``seed_everything``, ``model.seed``,
+    ``data.seed``), writing into ``folder``: CSV logging only (metrics.csv is what the
+    reports read), no progress bar, no checkpoints (the figures are the output)."""
+    import yaml
+
+    cfg = yaml.safe_load(CONFIG.read_text())
+    cfg["seed_everything"] = cfg["model"]["seed"] = cfg["data"]["seed"] = seed
+    cfg["trainer"].update(
+        default_root_dir=str(folder),
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        logger=[
+            {
+                "class_path": "lightning.pytorch.loggers.CSVLogger",
+                "init_args": {"save_dir": str(folder), "name": "logs"},
+            }
+        ],
+    )
+    return cfg
+
+
+def child(argv: list[str], log: Path, threads: int) -> dict:
+    """Run ``argv`` (a python module and args) in a child; its wall time and peak RSS."""
     t0 = time.perf_counter()
     with open(log, "w") as fh:
-        proc = subprocess.run(
-            [sys.executable, "-c", code], stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=ROOT
-        )
+        proc = subprocess.run(**child_command(argv, threads), stdout=fh, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - t0
     peak = 0
     for line in log.read_text(errors="replace").splitlines():
@@ -93,19 +119,7 @@ def rl_run(seed: int, args, runs: Path) -> dict:
     if done.is_file():
         return json.loads(done.read_text())
     folder.mkdir(parents=True, exist_ok=True)
-    cfg = yaml.safe_load(CONFIG.read_text())
-    cfg["seed_everything"] = seed
-    cfg["trainer"]["default_root_dir"] = str(folder)
-    cfg["trainer"]["enable_progress_bar"] = False
-    cfg["trainer"]["enable_checkpointing"] = False  # a 10-minute run: the figures are the output
-    cfg["trainer"]["logger"] = [  # CSV only (metrics.csv is what the report reads)
-        {
-            "class_path": "lightning.pytorch.loggers.CSVLogger",
-            "init_args": {"save_dir": str(folder), "name": "logs"},
-        }
-    ]
-    cfg["model"]["seed"] = seed
-    cfg["data"]["seed"] = seed
+    cfg = run_config(seed, folder)
     if args.router:
         cfg["model"]["router"] = {"class_path": args.router}
     (folder / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))

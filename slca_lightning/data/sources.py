@@ -91,8 +91,6 @@ class SyntheticTasks(TaskSource):
 
     @functools.cached_property
     def _splits(self) -> tuple[list[Task], list[Task]]:
-        if self.train_start == 0 and self.heldout_start == self.n_train:
-            return self.generator.splits(self.n_train, self.n_heldout)
         end = max(self.train_start + self.n_train, self.heldout_start + self.n_heldout)
         tasks = self.generator.generate(end)
         return (
