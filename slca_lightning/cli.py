@@ -82,19 +82,25 @@ def one_line(message: str, limit: int = 400) -> str:
 def main(args: list[str] | None = None, run: bool = True) -> Any:
     """Build (and by default run) the CLI in-process; returns the
     :class:`~slca_lightning.cli_app.SLCACLI` (tests inspect it)."""
+    import torch
+
     from slca_lightning.cli_app import SLCACLI
     from slca_lightning.console import quiet_console
     from slca_lightning.module import SLCAGRPOModule
     from slca_lightning.rollout.datamodule import RolloutDataModule
 
     quiet_console()
-    return SLCACLI(
-        SLCAGRPOModule,
-        RolloutDataModule,
-        args=args,
-        run=run,
-        save_config_kwargs={"overwrite": True},
-    )
+    threads = torch.get_num_threads()
+    try:
+        return SLCACLI(
+            SLCAGRPOModule,
+            RolloutDataModule,
+            args=args,
+            run=run,
+            save_config_kwargs={"overwrite": True},
+        )
+    finally:  # the run's thread count (--threads) ends with it: callers in-process keep theirs
+        torch.set_num_threads(threads)
 
 
 # -- the help cache -------------------------------------------------------------------------

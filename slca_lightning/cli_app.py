@@ -13,6 +13,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from slca_lightning.checkpoints import UntrustedCheckpointError
 from slca_lightning.cli import _debug, one_line
 from slca_lightning.config_checks import ConfigError, validate_config
+from slca_lightning.threads import apply_threads
 
 __all__ = ["SLCACLI", "SLCAArgumentParser"]
 
@@ -55,6 +56,16 @@ class SLCACLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         parser.link_arguments("model.temperature", "data.temperature")
         parser.add_argument(
+            "--threads",
+            type=int | None,
+            default=None,
+            help=(
+                "torch threads of this run (rollouts, updates, evaluation). Default: "
+                "OMP_NUM_THREADS when set, else the cores the machine's load average leaves "
+                "free, at least 1 (slca_lightning.threads); logged and kept in provenance.json."
+            ),
+        )
+        parser.add_argument(
             "--trust_class_prefix",
             type=list[str],
             default=[],
@@ -93,7 +104,15 @@ class SLCACLI(LightningCLI):
         self.config = self.parser.parse_object({sub: {"model": hparams}}, self.config)
 
     def before_instantiate_classes(self) -> None:
-        validate_config(self._section())
+        section = self._section()
+        validate_config(section)
+        threads = section.get("threads")
+        if threads is not None and threads < 1:
+            raise ConfigError("threads", "must be an integer >= 1 (or null: the default)", threads)
+        try:
+            apply_threads(threads, where=f"slca {self.config.get('subcommand') or ''}".strip())
+        except ValueError as err:  # a malformed OMP_NUM_THREADS
+            raise ConfigError("OMP_NUM_THREADS", one_line(str(err))) from None
 
     def instantiate_classes(self) -> None:
         try:

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from slca_lightning.cache import default_cache_dir
 from slca_lightning.logprobs import DEFAULT_CHUNK_SIZE, token_logprobs
 
 __all__ = [
@@ -148,8 +149,11 @@ def load_policy(model: str, dtype: str = "float32", seed: int = 0) -> tuple[Any,
             :data:`TINY_HIDDEN_SIZE`) or ``"suite"`` (the suite model of
             :mod:`slca_lightning.models.suite`), randomly initialised from ``seed``; the
             same name with ``-sft`` (``"tiny-sft"``, ``"suite-sft"``): that model after its
-            :func:`warm_start`, trained on first use and cached; or the path of a local HF
-            folder with ``config.json``.
+            :func:`warm_start`, trained on first use and cached; a named pretrained source
+            of :data:`slca_lightning.models.sources.SOURCES` (``"smollm2-135m-instruct"``,
+            from its install extra) or a ``.gguf`` file, dequantised once into the cache;
+            or the path of a local HF folder with ``config.json``. A ChatML template without
+            the tool role gets the hermes one (:mod:`slca_lightning.models.chat`).
         dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"`` (the folder's own).
         seed: initialisation seed of a random built-in model (ignored otherwise).
 
@@ -160,12 +164,19 @@ def load_policy(model: str, dtype: str = "float32", seed: int = 0) -> tuple[Any,
         net, tokenizer = _build_builtin(model, seed)
         torch_dtype = _dtype(dtype)
         return (net if torch_dtype == "auto" else net.to(torch_dtype)), _finish_tokenizer(tokenizer)
+    from slca_lightning.models.chat import adapt_chat_template
+    from slca_lightning.models.sources import SOURCES, resolve_model_path
+
     base = model[: -len("-sft")] if model.endswith("-sft") else None
-    path = warm_start(base=base) if base in BUILTIN_MODELS else os.path.expanduser(model)
+    if base in BUILTIN_MODELS:
+        path = warm_start(base=base)
+    else:
+        path = resolve_model_path(model) or os.path.expanduser(model)
     if not os.path.isdir(path):
-        names = ", ".join(repr(n) for b in BUILTIN_MODELS for n in (b, f"{b}-sft"))
+        names = [repr(n) for b in BUILTIN_MODELS for n in (b, f"{b}-sft")]
         raise FileNotFoundError(
-            f"model folder {path!r} does not exist (expected one of {names} or a local "
+            f"model folder {path!r} does not exist (expected one of "
+            f"{', '.join(names + [repr(n) for n in SOURCES])}, a .gguf file or a local "
             "Hugging Face folder; the hub is never queried)"
         )
     if not os.path.isfile(os.path.join(path, "config.json")):
@@ -174,7 +185,7 @@ def load_policy(model: str, dtype: str = "float32", seed: int = 0) -> tuple[Any,
 
     net = AutoModelForCausalLM.from_pretrained(path, dtype=_dtype(dtype), local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    return net, _finish_tokenizer(tokenizer)
+    return net, _finish_tokenizer(adapt_chat_template(tokenizer, where=model))
 
 
 def sequence_logprobs(
@@ -327,11 +338,6 @@ def common_prefix_len(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> 
 # --------------------------------------------------------------------------------------
 # Warm start
 # --------------------------------------------------------------------------------------
-
-
-def default_cache_dir() -> str:
-    """``$SLCA_CACHE``, else ``~/.cache/slca_lightning``."""
-    return os.environ.get("SLCA_CACHE") or os.path.expanduser("~/.cache/slca_lightning")
 
 
 def _complete(folder: Path) -> bool:

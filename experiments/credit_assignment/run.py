@@ -166,6 +166,7 @@ def _init_worker(threads: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # what slca fit's thread setting honours
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 

@@ -9,7 +9,8 @@
 (also ``python -m slca_lightning.eval``). The model comes from ``--checkpoint`` (a ``slca
 fit`` checkpoint: the module is rebuilt from its saved hyper-parameters on top of the
 config's ``model:`` section, components included, then its weights are loaded) or
-``--model`` (``tiny``, ``tiny-sft`` or a local HF folder). The tasks, agent-loop caps
+``--model`` (a built-in model, a named pretrained source such as
+``smollm2-135m-instruct``, a ``.gguf`` file or a local HF folder). The tasks, agent-loop caps
 and simulator come from the ``data:`` section of
 ``--config`` (default: the ``config.yaml`` that ``slca fit`` saved beside the checkpoint,
 one or two folders up; else the built-in synthetic suite); with ``--model`` the config's
@@ -46,6 +47,7 @@ from slca_lightning.checkpoints import check_class_paths, load_checkpoint
 from slca_lightning.config_checks import ConfigError, validate_config
 from slca_lightning.eval.plots import plot_bars
 from slca_lightning.eval.registry import EvalContext, available_evaluators, get_evaluator
+from slca_lightning.threads import apply_threads
 
 __all__ = ["build_parser", "find_run_config", "load_module", "main", "plain_text", "run_command"]
 
@@ -198,12 +200,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="a slca fit checkpoint (.ckpt)")
-    src.add_argument("--model", help="tiny | tiny-sft | a local HF folder")
+    src.add_argument(
+        "--model",
+        help="tiny | tiny-sft | suite-sft | smollm2-135m-instruct | a .gguf file | a local HF folder",
+    )
     p.add_argument("--config", help="a slca fit YAML (data: and, with --model, model:)")
     p.add_argument("--evaluators", default="in_domain", help="comma-separated names")
     p.add_argument("--num-tasks", type=int, default=None, help="in_domain held-out tasks")
     p.add_argument("--arg", action="append", default=[], help="<evaluator>.<option>=<value>")
     p.add_argument("--out", default="eval", help="folder for the tables and summary.json")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads (default: OMP_NUM_THREADS, else the cores the load leaves free)",
+    )
     p.add_argument(
         "--trust_class_prefix",
         action="append",
@@ -218,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the evaluators; write the tables, plots and ``summary.json``; return the summary."""
     args = build_parser().parse_args(argv)
+    apply_threads(args.threads, where="slca eval")
     names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
     if not names:
         raise SystemExit(f"--evaluators: no name given (known: {available_evaluators()})")

@@ -11,16 +11,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-CHAT_TEMPLATE = (
-    "{% if tools %}<|im_start|>system\n# Tools\n<tools>\n"
-    "{% for tool in tools %}\n{{ tool | tojson }}{% endfor %}\n</tools><|im_end|>\n{% endif %}"
-    "{% for message in messages %}"
-    "{% if message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}"
-    "\n</tool_response><|im_end|>\n"
-    "{% else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endif %}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+from slca_lightning.models.chat import HERMES_CHATML_TEMPLATE
+
+#: The built-in tokenizers' template: ChatML with hermes tool rendering.
+CHAT_TEMPLATE = HERMES_CHATML_TEMPLATE
 
 ADDED_TOKENS = [
     "<tool_call>",
