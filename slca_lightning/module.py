@@ -39,6 +39,8 @@ from slca_lightning.advantages import (
     AdvantageRouter,
     SLCARouter,
     advantage_contamination,
+    no_signal_message,
+    signal_rows,
     summary_leakage,
     weight_negatives,
 )
@@ -105,6 +107,11 @@ class SLCAGRPOModule(L.LightningModule):
         negative_weight: scale of negative token advantages (1 = the paper; < 1 damps the
             push away from below-average samples, :func:`~slca_lightning.advantages.
             weight_negatives`).
+        skip_no_signal_rows: skip the forward/backward of rows whose advantages are all 0
+            (every row of a group with equal rewards; ``adv/signal_fraction`` is the share
+            left). The same update when ``kl_coef`` and ``entropy_coef`` are 0 (those rows'
+            loss gradient is exactly 0 and the loss normalisers still count them); with a KL
+            or entropy term it drops those rows' share of it, so it is off by default.
         mask_truncated: drop episodes that hit a cap from the loss.
         max_grad_norm: gradient clipping (None = off).
         temperature: the sampling temperature (log-probs are of the scaled policy).
@@ -143,6 +150,7 @@ class SLCAGRPOModule(L.LightningModule):
         entropy_coef: float = 0.0,
         aggregation: str = "token-mean",
         negative_weight: float = 1.0,
+        skip_no_signal_rows: bool = False,
         mask_truncated: bool = False,
         max_grad_norm: float | None = 1.0,
         temperature: float = 1.0,
@@ -432,6 +440,11 @@ class SLCAGRPOModule(L.LightningModule):
         loss_mask = batch.assistant_mask.clone()
         if hp.mask_truncated and batch.truncated is not None:
             loss_mask &= ~batch.truncated[:, None]
+        signal = signal_rows(advantages, loss_mask)
+        metrics["adv/signal_fraction"] = float(signal.float().mean()) if len(signal) else 0.0
+        if not bool(signal.any()):
+            calls = metrics.get("rollout/tool_calls_per_episode")
+            rank_zero_warn(no_signal_message(step, calls))
 
         t0 = time.perf_counter()
         gen = torch.Generator().manual_seed(hp.seed * 1_000_003 + step)
@@ -464,7 +477,8 @@ class SLCAGRPOModule(L.LightningModule):
                 metrics["rollout/tis_weight_mean"] = float(is_w[m].mean()) if m.any() else 1.0
 
         t0 = time.perf_counter()
-        metrics.update(self._update(batch, advantages, loss_mask, old, ref, is_w, gen, plan))
+        keep = signal if hp.skip_no_signal_rows else None
+        metrics.update(self._update(batch, advantages, loss_mask, old, ref, is_w, gen, plan, keep))
         metrics["time/update"] = time.perf_counter() - t0
         step_time = sum(
             metrics.get(k, 0.0)
@@ -506,11 +520,14 @@ class SLCAGRPOModule(L.LightningModule):
         return None
 
     def _update(
-        self, batch, advantages, loss_mask, old, ref, is_w=None, gen=None, plan=None
+        self, batch, advantages, loss_mask, old, ref, is_w=None, gen=None, plan=None, keep=None
     ) -> dict[str, float]:
         """``ppo_epochs`` passes; the first uses ``plan`` (the partition the old and
         reference log-probs were computed with, so the first optimiser step sees ratio 1
-        and, with reference = policy, KL 0, bit for bit), later ones reshuffle with ``gen``."""
+        and, with reference = policy, KL 0, bit for bit), later ones reshuffle with ``gen``.
+        ``keep`` (``[B]`` bool): only those rows run forward/backward; the normalisers
+        (``mini_tokens``, ``mini_rows``, ``len(mini)``) still count every row, and a
+        mini-batch with no kept row still takes its optimiser step, on zero gradients."""
         hp = self.hparams
         opt = self.optimizers()
         sched = self.lr_schedulers()
@@ -535,7 +552,13 @@ class SLCAGRPOModule(L.LightningModule):
                     if hp.aggregation in ("seq-mean-token-mean", "grpo")
                     else len(mini)
                 )
+                ran = 0
                 for micro in micros:
+                    if keep is not None:
+                        micro = micro[keep[micro].cpu()]
+                        if len(micro) == 0:
+                            continue
+                    ran += 1
                     micro = micro.to(self.device)
                     logp, ent = self._logprobs(self.policy, batch, micro, entropy=True)
                     mask = loss_mask[micro]
@@ -573,6 +596,9 @@ class SLCAGRPOModule(L.LightningModule):
                     for k, v in stats.items():  # token-weighted means over micro-batches
                         sums[k] = sums.get(k, 0.0) + v * n
                 params = [p for p in self.policy.parameters() if p.requires_grad]
+                if not ran:  # every row skipped: the step an all-zero gradient takes
+                    for p in params:
+                        p.grad = torch.zeros_like(p)
                 max_norm = hp.max_grad_norm if hp.max_grad_norm is not None else float("inf")
                 grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, max_norm)))
                 opt.step()

@@ -1,7 +1,12 @@
 """Advantage estimators ("routers"): channel rewards → per-token advantages."""
 
 from slca_lightning.advantages.base import AdvantageRouter, RoutedAdvantages
-from slca_lightning.advantages.diagnostics import advantage_contamination, summary_leakage
+from slca_lightning.advantages.diagnostics import (
+    advantage_contamination,
+    no_signal_message,
+    signal_rows,
+    summary_leakage,
+)
 from slca_lightning.advantages.group_norm import check_scores, group_normalize, weight_negatives
 from slca_lightning.advantages.presets import (
     GRPORouter,
@@ -25,6 +30,8 @@ __all__ = [
     "advantage_contamination",
     "check_scores",
     "group_normalize",
+    "no_signal_message",
+    "signal_rows",
     "summary_leakage",
     "weight_negatives",
 ]

@@ -1,4 +1,5 @@
-"""Advantage contamination: how much the summary reward leaks into tool-token credit."""
+"""Advantage diagnostics: how much the summary reward leaks into tool-token credit, and which
+rows carry any policy-gradient signal at all."""
 
 from __future__ import annotations
 
@@ -103,3 +104,27 @@ def summary_leakage(
         router.last_stats = saved  # the counterfactual's statistics are not the step's
     delta = moved.to(token_advantages.device)[tool_mask] - base
     return float(delta.norm()) / norm
+
+
+def signal_rows(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[B]`` bool: rows with a nonzero advantage on at least one token of ``mask``.
+
+    A row without one carries no policy-gradient signal (its clipped-ratio loss and that
+    loss's gradient are exactly 0): every row of a group whose rewards are all equal.
+    """
+    return ((advantages != 0) & mask.bool()).any(dim=1)
+
+
+def no_signal_message(step: int, calls_per_episode: float | None) -> str:
+    """The warning of a step in which no row carries signal, with its likely cause."""
+    if calls_per_episode is not None and calls_per_episode == 0:
+        cause = (
+            "the policy made no tool call in any episode, so every group scored the same; "
+            "warm-start it with SFT on tool-calling demonstrations first (slca_lightning.sft; the built-in models' '-sft' names are warm-started)"
+        )
+    else:
+        cause = (
+            "every group's rewards were equal (all solved or all failed the same way); "
+            "raise data.group_size or the sampling temperature, or check the reward head"
+        )
+    return f"step {step}: every advantage is 0, so this step has no policy-gradient signal: {cause}"

@@ -413,3 +413,85 @@ def test_every_fit_records_its_provenance(tmp_path):
     assert len(record["config_sha256"]) == 64 and record["model_source"] == "tiny"
     assert len(record["load_average"]) == 3 and record["fit_seconds"] > 0
     assert record["peak_rss_gb"] > 0
+
+
+class _FirstGroupFlat(TokenParityReward):
+    """TokenParityReward, but every row of the first group of each batch scores 0.5 on every
+    channel: that group carries no signal, the others do."""
+
+    def __call__(self, episodes):
+        out = super().__call__(episodes)
+        first = torch.tensor([ep.group_id == episodes[0].group_id for ep in episodes])
+        for value in out.channels.values():
+            value[first] = 0.5
+        return out
+
+
+def _fit_with_skip(tmp_path: Path, skip: bool, *extra: str):
+    cli = build(
+        tmp_path / str(skip),
+        "--trainer.max_steps=2",
+        "--trainer.logger=false",
+        "--trainer.enable_checkpointing=false",
+        "--model.kl_coef=0",
+        "--model.micro_batch_size=2",
+        f"--model.skip_no_signal_rows={str(skip).lower()}",
+        "--seed_everything=5",
+        *extra,
+    )
+    cli.model.reward_head = _FirstGroupFlat()
+    L.seed_everything(5)
+    cli.trainer.fit(cli.model, cli.datamodule)
+    return cli
+
+
+def test_skipping_rows_without_signal_gives_the_same_update_when_kl_is_off(tmp_path, monkeypatch):
+    """``model.skip_no_signal_rows``: the rows of a group with equal rewards never reach
+    the loss, and with kl_coef = 0 the weights after two steps equal those of the full
+    update (up to float summation order)."""
+    import slca_lightning.module as module_mod
+
+    rows = []
+    real = module_mod.policy_loss
+    monkeypatch.setattr(
+        module_mod,
+        "policy_loss",
+        lambda logp, *a, **kw: (rows.append(len(logp)), real(logp, *a, **kw))[1],
+    )
+    full = _fit_with_skip(tmp_path, False)
+    n_full = sum(rows)
+    rows.clear()
+    skipped = _fit_with_skip(tmp_path, True)
+    assert n_full == 2 * 6 and sum(rows) == 2 * 3  # 2 steps × (2 groups of 3 | the one with signal)
+    for (name, a), b in zip(
+        full.model.policy.named_parameters(), skipped.model.policy.parameters()
+    ):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_a_step_without_any_signal_says_so_with_the_cause(tmp_path):
+    """Every group flat: the step warns with its number and the likely cause; with skipping
+    on, no forward/backward runs and the optimiser still steps (on zero gradients)."""
+
+    class Flat(TokenParityReward):
+        def __call__(self, episodes):
+            out = super().__call__(episodes)
+            return type(out)(
+                channels={k: torch.full_like(v, 0.25) for k, v in out.channels.items()}
+            )
+
+    cli = build(
+        tmp_path,
+        "--trainer.max_steps=1",
+        "--trainer.logger=false",
+        "--trainer.enable_checkpointing=false",
+        "--model.kl_coef=0",
+        "--model.skip_no_signal_rows=true",
+    )
+    cli.model.reward_head = Flat()
+    with pytest.warns(
+        UserWarning, match=r"step 0: every advantage is 0.*no policy-gradient signal"
+    ):
+        cli.trainer.fit(cli.model, cli.datamodule)
+    assert cli.trainer.global_step == 1
+    assert cli.trainer.callback_metrics["adv/signal_fraction"] == 0.0
