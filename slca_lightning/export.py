@@ -1,0 +1,104 @@
+"""Write a policy as a plain Hugging Face folder that transformers, vLLM and ``slca eval
+--model`` load: LoRA merged into the weights, tokenizer with its chat template, generation
+config, and ``slca_export.json`` saying where it came from.
+
+Used by ``slca sft`` (``SFTModule.output_dir``) and ``slca export`` (a ``slca fit``
+checkpoint → folder). The folder is written to a temporary sibling and renamed into place,
+so a crash never leaves half a model where a config points.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["export_policy", "merged_model"]
+
+INFO_FILE = "slca_export.json"
+
+
+def merged_model(model: Any) -> Any:
+    """``model`` with any LoRA adapters merged (a copy; the trained model is untouched)."""
+    if hasattr(model, "merge_and_unload"):
+        return copy.deepcopy(model).merge_and_unload()
+    return model
+
+
+def export_policy(
+    model: Any, tokenizer: Any, folder: str | os.PathLike, info: dict | None = None
+) -> str:
+    """Save ``model`` (LoRA merged) and ``tokenizer`` as an HF folder at ``folder``,
+    replacing what is there; return the folder's path.
+
+    The model is saved in train-free form: float weights as they are, ``use_cache`` on,
+    its generation config as loaded. ``info`` (e.g. the source model and step) goes into
+    ``slca_export.json`` with the time of writing.
+    """
+    final = Path(folder).expanduser().resolve()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    net = merged_model(model)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    try:
+        was_training = net.training
+        net.eval()
+        net.save_pretrained(tmp)
+        net.train(was_training)
+        tokenizer.save_pretrained(tmp)
+        record = {**(info or {}), "written": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        (tmp / INFO_FILE).write_text(json.dumps(record, indent=2, default=str))
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return str(final)
+
+
+def build_parser() -> Any:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="slca export",
+        description="Write the policy of a slca fit checkpoint as an HF folder (LoRA merged, "
+        "tokenizer and chat template) that slca eval --model, transformers and vLLM load.",
+    )
+    p.add_argument("--checkpoint", required=True, help="a slca fit checkpoint (.ckpt)")
+    p.add_argument("--out", required=True, help="the folder to write (replaced)")
+    p.add_argument(
+        "--config", help="the run's config.yaml (default: the one saved beside the checkpoint)"
+    )
+    p.add_argument(
+        "--trust_class_prefix",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="a package whose classes the checkpoint may name besides slca_lightning and "
+        "callbacks (repeatable)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> str:
+    """``slca export``: checkpoint → folder; returns the folder."""
+    from slca_lightning.checkpoints import load_checkpoint
+    from slca_lightning.eval.standalone import find_run_config, load_module
+
+    args = build_parser().parse_args(argv)
+    if not os.path.isfile(args.checkpoint):
+        raise FileNotFoundError(f"checkpoint {args.checkpoint!r} does not exist")
+    found = args.config is None
+    config = find_run_config(args.checkpoint) if found else args.config
+    trust = args.trust_class_prefix
+    module = load_module(args.checkpoint, None, config, trust, found and config is not None)
+    step = load_checkpoint(args.checkpoint, trust).get("global_step")
+    info = {"from": os.path.abspath(args.checkpoint), "stage": "rl", "global_step": step}
+    info["model"] = module.hparams.get("model")
+    path = export_policy(module.policy, module.tokenizer, args.out, info)
+    print(f"policy written to {path} (slca eval --model {path})")
+    return path
