@@ -59,6 +59,7 @@ from slca_lightning.policy import (
     sequence_logprobs,
     shard_fsdp2,
 )
+from slca_lightning.reference_weights import drop_reference, restore_reference, weights_digest
 from slca_lightning.rewards import HierarchicalReward, RewardHead, check_channels
 from slca_lightning.rollout.record import RolloutRecord
 from slca_lightning.segmenters import MaskRunSegmenter, Segmenter
@@ -112,6 +113,9 @@ class SLCAGRPOModule(L.LightningModule):
             left). The same update when ``kl_coef`` and ``entropy_coef`` are 0 (those rows'
             loss gradient is exactly 0 and the loss normalisers still count them); with a KL
             or entropy term it drops those rows' share of it, so it is off by default.
+        save_reference: write the frozen KL reference into checkpoints. Off: it is left
+            out and rebuilt from ``model`` on load, checked against the SHA-256 of its
+            weights stored in the checkpoint (:mod:`slca_lightning.reference_weights`).
         mask_truncated: drop episodes that hit a cap from the loss.
         max_grad_norm: gradient clipping (None = off).
         temperature: the sampling temperature (log-probs are of the scaled policy).
@@ -151,6 +155,7 @@ class SLCAGRPOModule(L.LightningModule):
         aggregation: str = "token-mean",
         negative_weight: float = 1.0,
         skip_no_signal_rows: bool = False,
+        save_reference: bool = False,
         mask_truncated: bool = False,
         max_grad_norm: float | None = 1.0,
         temperature: float = 1.0,
@@ -191,6 +196,7 @@ class SLCAGRPOModule(L.LightningModule):
         self.constant_reward_warn_steps = 10
         self._constant_streak: dict[str, int] = {}
         self._warned_norm_length = False
+        self._reference_digest: str | None = None
 
     @classmethod
     def load_from_checkpoint(  # type: ignore[override]
@@ -236,6 +242,19 @@ class SLCAGRPOModule(L.LightningModule):
         self.policy, self.tokenizer = policy, tokenizer
         if hasattr(self.segmenter, "tokenizer") and self.segmenter.tokenizer is None:
             self.segmenter.tokenizer = tokenizer
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        sharded = getattr(self, "_device_mesh", None) is not None
+        if self.hparams.save_reference or self.reference is None or sharded:
+            return
+        if self._reference_digest is None:  # frozen: hashed once
+            self._reference_digest = weights_digest(self.reference)
+        drop_reference(checkpoint, str(self.hparams.model), self._reference_digest)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if self.policy is not None:  # configured: the reference (if any) was rebuilt
+            restore_reference(checkpoint, self.reference)
 
     def on_train_start(self) -> None:
         # from_pretrained returns eval mode; train mode (dropout is 0) while training

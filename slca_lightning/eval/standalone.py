@@ -149,6 +149,7 @@ def load_module(
             config, ["model"], {"model": hparams}, trust if config_from_checkpoint else None
         )["model"]
         module.configure_model()
+        module.on_load_checkpoint(ckpt)  # a reference left out of the file comes back here
         module.load_state_dict(ckpt["state_dict"])
     else:
         module = _instantiate(config, ["model"], {"model": {"model": model}})["model"]

@@ -22,6 +22,7 @@ from slca_lightning import cli
 from slca_lightning.checkpoints import UntrustedCheckpointError, is_trusted, load_checkpoint
 from slca_lightning.eval import standalone
 from slca_lightning.module import SLCAGRPOModule
+from slca_lightning.reference_weights import weights_digest
 
 ARGS = [
     "--model.model=tiny",
@@ -90,11 +91,37 @@ def test_the_real_checkpoint_loads_weights_only(real):
 def test_slca_eval_rebuilds_the_module_with_its_weights(real):
     config = standalone.find_run_config(str(real))
     module = standalone.load_module(str(real), None, config, (), True)
-    saved = load_checkpoint(real)["state_dict"]
+    ckpt = load_checkpoint(real)
+    saved = ckpt["state_dict"]
     state = module.state_dict()
-    assert set(saved) == set(state)
+    # the frozen reference is left out of the file and rebuilt from the model source
+    assert not any(k.startswith("reference.") for k in saved)
+    assert set(saved) == {k for k in state if not k.startswith("reference.")}
+    assert any(k.startswith("reference.") for k in state)
+    assert ckpt["slca_reference"]["model"] == "tiny"
+    assert weights_digest(module.reference) == ckpt["slca_reference"]["sha256"]
     for name, tensor in saved.items():
         assert torch.equal(state[name], tensor), name
+
+
+def test_a_changed_model_source_is_refused_and_save_reference_keeps_it(real, tmp_path):
+    config = standalone.find_run_config(str(real))
+    ckpt = torch.load(real, map_location="cpu", weights_only=True)
+    ckpt["slca_reference"]["sha256"] = "0" * 64
+    torch.save(ckpt, tmp_path / "other.ckpt")
+    with pytest.raises(ValueError, match=r"reference rebuilt from model 'tiny' is not the one"):
+        standalone.load_module(str(tmp_path / "other.ckpt"), None, config, (), True)
+    module = standalone.load_module(str(real), None, config, (), True)
+    module.hparams.save_reference = True
+    kept = {"state_dict": module.state_dict()}
+    module.on_save_checkpoint(kept)
+    assert "slca_reference" not in kept and any(
+        k.startswith("reference.") for k in kept["state_dict"]
+    )
+    module.hparams.save_reference = False
+    module.on_save_checkpoint(kept)
+    assert kept["slca_reference"]["entries"] > 0
+    assert not any(k.startswith("reference.") for k in kept["state_dict"])
 
 
 def test_fit_resumes_from_the_real_checkpoint(real, tmp_path):

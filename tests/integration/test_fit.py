@@ -514,5 +514,5 @@ def test_slca_export_writes_the_trained_policy_as_a_folder(tmp_path):
         assert torch.equal(plain(ids).logits, cli.model.policy(ids).logits)
     record = json.loads((Path(out) / "slca_export.json").read_text())
     assert record["global_step"] == 1 and record["model"] == "tiny"
-    with pytest.raises(FileNotFoundError, match="nope.ckpt"):
+    with pytest.raises(FileNotFoundError, match=r"nope\.ckpt"):
         export(["--checkpoint", str(tmp_path / "nope.ckpt"), "--out", str(tmp_path / "x")])
