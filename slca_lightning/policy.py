@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from slca_lightning.cache import default_cache_dir
-from slca_lightning.logprobs import DEFAULT_CHUNK_SIZE, token_logprobs
+from slca_lightning.logprobs import DEFAULT_CHUNK_SIZE, token_logprobs, token_logprobs_from_hidden
 
 __all__ = [
     "TINY_HIDDEN_SIZE",
@@ -188,6 +188,54 @@ def load_policy(model: str, dtype: str = "float32", seed: int = 0) -> tuple[Any,
     return net, _finish_tokenizer(adapt_chat_template(tokenizer, where=model))
 
 
+#: Causal-LM classes whose logits are exactly ``lm_head(decoder(...).last_hidden_state)``
+#: (no soft-capping or scaling): their log-probs are taken from the hidden states.
+PLAIN_HEAD_MODELS = frozenset(
+    {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM"}
+)
+
+
+def plain_head(model: Any) -> tuple[Any, Any] | None:
+    """``(decoder, lm_head)`` of a model of :data:`PLAIN_HEAD_MODELS` (peft-wrapped too)
+    whose head is a plain ``nn.Linear``; None otherwise (other architectures, a head with
+    adapters, FSDP-sharded models, whose root forward gathers the head's shards)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if type(base).__name__ not in PLAIN_HEAD_MODELS:
+        return None
+    config = getattr(base, "config", None)
+    if any(getattr(config, k, None) for k in ("final_logit_softcapping", "logit_scale")):
+        return None
+    try:
+        from torch.distributed.fsdp import FSDPModule
+
+        if isinstance(base, FSDPModule):
+            return None
+    except ImportError:  # pragma: no cover - torch without FSDP2
+        pass
+    head = base.get_output_embeddings()
+    if type(head) is not torch.nn.Linear:
+        return None
+    return base.get_decoder(), head
+
+
+def _head_logprobs(
+    head: Any,
+    hidden: Tensor,
+    targets: Tensor,
+    temperature: float,
+    chunk_size: int,
+    return_entropy: bool,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """:func:`~slca_lightning.logprobs.token_logprobs_from_hidden` of ``lm_head(hidden) / T``."""
+    bias = head.bias
+    if temperature != 1.0:  # (h / T) W^T + b / T = (h W^T + b) / T
+        hidden = hidden / temperature
+        bias = None if bias is None else bias / temperature
+    return token_logprobs_from_hidden(
+        hidden, head.weight, targets, chunk_size, bias, return_entropy
+    )
+
+
 def sequence_logprobs(
     model: Any,
     input_ids: Tensor,
@@ -207,16 +255,24 @@ def sequence_logprobs(
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     keep = attention_mask.bool()
+    parts = plain_head(model)
     # Right padding only (every row a prefix of ones): the causal mask already hides the
     # padding from every real token, so the model runs without a padding mask, which lets
     # SDPA take its fused causal kernel (~2x faster on CPU); pad positions are zeroed below.
     right_padded = bool(keep[:, 0].all()) and bool((keep[:, 1:] <= keep[:, :-1]).all())
     mask = None if right_padded else attention_mask
-    logits = model(input_ids=input_ids, attention_mask=mask).logits  # [B, T, V]
-    scores = logits[:, :-1]
-    if temperature != 1.0:
-        scores = scores / temperature
-    out = token_logprobs(scores, input_ids[:, 1:], chunk_size, return_entropy)  # [B, T-1]
+    if parts is not None:  # hidden states through the head a chunk at a time: no [B, T, V]
+        decoder, head = parts
+        hidden = decoder(input_ids=input_ids, attention_mask=mask).last_hidden_state  # [B, T, H]
+        out = _head_logprobs(
+            head, hidden[:, :-1], input_ids[:, 1:], temperature, chunk_size, return_entropy
+        )
+    else:
+        logits = model(input_ids=input_ids, attention_mask=mask).logits  # [B, T, V]
+        scores = logits[:, :-1]
+        if temperature != 1.0:
+            scores = scores / temperature
+        out = token_logprobs(scores, input_ids[:, 1:], chunk_size, return_entropy)  # [B, T-1]
 
     def align(x: Tensor) -> Tensor:
         x = torch.nn.functional.pad(x, (1, 0))  # [B, T-1] -> [B, T], position 0 = 0
@@ -250,18 +306,26 @@ def shared_prefix_logprobs(
     if not 0 < prefix_len < width:
         raise ValueError(f"prefix_len must be in [1, {width}), got {prefix_len}")
     prefix = input_ids[:1, :prefix_len]  # [1, P]
-    out = model(input_ids=prefix, use_cache=True)
+    parts = plain_head(model)
+    net = model if parts is None else parts[0]  # the decoder: hidden states, no [B, T, V]
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     name = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    out = net(input_ids=prefix, use_cache=True)
     cache = getattr(out, name)  # transformers ≥ 5 names it "cache", older "past_key_values"
     cache.batch_repeat_interleave(batch)
-    rest = model(input_ids=input_ids[:, prefix_len:], **{name: cache}).logits  # [B, T-P, V]
-    head = out.logits  # [1, P, V]
-    if temperature != 1.0:
-        head, rest = head / temperature, rest / temperature
+    rest_out = net(input_ids=input_ids[:, prefix_len:], **{name: cache})
+    if parts is None:
+        head, rest = out.logits, rest_out.logits  # [1, P, V], [B, T-P, V]
+        if temperature != 1.0:
+            head, rest = head / temperature, rest / temperature
+    else:
+        head, rest = out.last_hidden_state, rest_out.last_hidden_state  # [1, P, H], [B, T-P, H]
 
-    def score(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor | None]:
-        got = token_logprobs(logits, targets, chunk_size, return_entropy)
+    def score(scores: Tensor, targets: Tensor) -> tuple[Tensor, Tensor | None]:
+        if parts is None:
+            got = token_logprobs(scores, targets, chunk_size, return_entropy)
+        else:
+            got = _head_logprobs(parts[1], scores, targets, temperature, chunk_size, return_entropy)
         return (got[0], got[1]) if return_entropy else (got, None)
 
     parts = [

@@ -255,6 +255,9 @@ class SFTModule(lightning.LightningModule):
     when used, ``sft/context_loss``. With ``output_dir`` the trained model (LoRA merged)
     and its tokenizer are written there as an HF folder at the end of the fit
     (:func:`~slca_lightning.export.export_policy`), for ``model:`` of an RL config.
+    ``gradient_checkpointing`` recomputes each decoder layer's activations in backward
+    (transformers' ``gradient_checkpointing_enable``, non-reentrant): less memory for
+    long demonstrations, more compute.
     """
 
     #: the ``slca sft`` progress bar's label
@@ -274,6 +277,7 @@ class SFTModule(lightning.LightningModule):
         context_weight: float = 0.0,
         final_lr_fraction: float = 1.0,
         output_dir: str | None = None,
+        gradient_checkpointing: bool = False,
     ):
         check_args(SFTModule, locals())
         super().__init__()
@@ -287,10 +291,21 @@ class SFTModule(lightning.LightningModule):
         hp = self.hparams
         model, self.tokenizer = load_policy(hp.model, dtype=hp.dtype, seed=hp.seed)
         lora = LoraSettings(**hp.lora) if isinstance(hp.lora, dict) else hp.lora
+        if hp.gradient_checkpointing:
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+            model.config.use_cache = False
         self.model = apply_lora(model, lora) if lora is not None else model
         data = getattr(self._trainer, "datamodule", None) if self._trainer else None
         if hasattr(data, "connect") and getattr(data, "tokenizer", None) is None:
             data.connect(self.tokenizer)
+
+    def on_train_start(self) -> None:
+        # from_pretrained returns eval mode: train mode while training (and for
+        # gradient checkpointing, which transformers applies in train mode only)
+        if self.model is not None:
+            self.model.train()
 
     def on_fit_end(self) -> None:
         out = self.hparams.output_dir

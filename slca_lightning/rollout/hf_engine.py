@@ -150,7 +150,9 @@ class HFEngine(RolloutEngine):
             was_training = model.training
             model.eval()
             try:
-                prefill = model(input_ids=input_ids[:1, :shared].to(device), use_cache=True)
+                prefill = model(
+                    input_ids=input_ids[:1, :shared].to(device), use_cache=True, **_keep_last(model)
+                )  # the cache is what is kept; logits of the last position only
             finally:
                 model.train(was_training)
             cache = getattr(prefill, _cache_name(model))
@@ -192,11 +194,20 @@ class HFEngine(RolloutEngine):
             model.train(was_training)
         new_ids = result.sequences[:, width:].cpu()  # [b, n]
         if result.logits:
-            logits = torch.stack(result.logits, dim=1).float().cpu()  # [b, n, V]
             scale = 1.0 if greedy else sampling.temperature
-            logp = torch.log_softmax(logits / scale, dim=-1)
-            logp = logp.gather(-1, new_ids[:, : logits.shape[1], None]).squeeze(-1)  # [b, n]
+            # step by step: one [b, V] float32 at a time, never a [b, n, V] stack (and its
+            # log-softmax copy): 1.2 GB less at 32 rows × 96 tokens of a 49k vocabulary
+            logp = torch.stack(
+                [
+                    torch.log_softmax(step.float().cpu() / scale, dim=-1)
+                    .gather(-1, new_ids[:, t, None])
+                    .squeeze(-1)
+                    for t, step in enumerate(result.logits)
+                ],
+                dim=1,
+            )  # [b, n]
             if self.check_distribution:
+                logits = torch.stack(result.logits, dim=1).float().cpu()  # [b, n, V]
                 self._record_gap(result, logits, new_ids, greedy, sampling.temperature)
         else:
             logp = torch.zeros(new_ids.shape)
@@ -232,6 +243,13 @@ class HFEngine(RolloutEngine):
         if greedy and not torch.equal(scores.argmax(-1)[real], logits.argmax(-1)[real]):
             value = float("inf")
         self.distribution_gap = max(self.distribution_gap, value)
+
+
+def _keep_last(model: nn.Module) -> dict[str, Any]:
+    """``{"logits_to_keep": 1}`` when the model's forward takes it (no ``[1, P, V]``)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    params = inspect.signature(base.forward).parameters
+    return {"logits_to_keep": 1} if "logits_to_keep" in params else {}
 
 
 @contextlib.contextmanager
