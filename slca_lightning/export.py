@@ -73,14 +73,9 @@ def build_parser() -> Any:
     p.add_argument(
         "--config", help="the run's config.yaml (default: the one saved beside the checkpoint)"
     )
-    p.add_argument(
-        "--trust_class_prefix",
-        action="append",
-        default=[],
-        metavar="PREFIX",
-        help="a package whose classes the checkpoint may name besides slca_lightning and "
-        "callbacks (repeatable)",
-    )
+    from slca_lightning.eval.standalone import add_trust_argument
+
+    add_trust_argument(p)
     return p
 
 

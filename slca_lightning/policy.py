@@ -20,8 +20,6 @@ import inspect
 import json
 import logging
 import os
-import shutil
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,7 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from slca_lightning.cache import default_cache_dir
+from slca_lightning.cache import default_cache_dir, is_complete, save_model_folder
 from slca_lightning.logprobs import DEFAULT_CHUNK_SIZE, token_logprobs, token_logprobs_from_hidden
 
 __all__ = [
@@ -404,10 +402,6 @@ def common_prefix_len(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> 
 # --------------------------------------------------------------------------------------
 
 
-def _complete(folder: Path) -> bool:
-    return (folder / _DONE_FILE).is_file() and (folder / "config.json").is_file()
-
-
 def warm_start(
     cache_dir: str | None = None,
     steps: int | None = None,
@@ -471,7 +465,7 @@ def warm_start(
     root = Path(cache_dir or default_cache_dir()).expanduser()
     final = root / f"{base}-sft-{digest}"
     t0 = time.perf_counter()
-    if _complete(final):
+    if is_complete(final, _DONE_FILE):
         log.info("warm_start: reused cached %s (%.2fs)", final, time.perf_counter() - t0)
         return str(final)
     root.mkdir(parents=True, exist_ok=True)
@@ -490,21 +484,8 @@ def warm_start(
         trainer.fit(module, datamodule=data)
     finally:  # deterministic=True flips a process-wide flag: put it back
         torch.use_deterministic_algorithms(was_deterministic)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
-    try:
-        module.model.save_pretrained(tmp)
-        module.tokenizer.save_pretrained(tmp)
-        info = {**key, "seconds": round(time.perf_counter() - t0, 2)}
-        (tmp / _DONE_FILE).write_text(json.dumps(info, indent=2))
-        if final.exists() and not _complete(final):
-            shutil.rmtree(final)  # a damaged folder (files removed by hand): replace it
-        try:
-            os.replace(tmp, final)
-        except OSError:  # another process finished first: keep its complete save
-            if not _complete(final):
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    info = {**key, "seconds": round(time.perf_counter() - t0, 2)}
+    save_model_folder(final, module.model, module.tokenizer, _DONE_FILE, info)
     log.info("warm_start: trained %d steps into %s (%.1fs)", steps, final, time.perf_counter() - t0)
     return str(final)
 

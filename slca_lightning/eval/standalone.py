@@ -216,7 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="torch threads (default: OMP_NUM_THREADS, else the cores the load leaves free)",
     )
-    p.add_argument(
+    add_trust_argument(p)
+    return p
+
+
+def add_trust_argument(parser: argparse.ArgumentParser) -> None:
+    """``--trust_class_prefix`` (repeatable), as ``slca eval`` and ``slca export`` take it."""
+    parser.add_argument(
         "--trust_class_prefix",
         action="append",
         default=[],
@@ -224,7 +230,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="a package whose classes the checkpoint may name besides slca_lightning and "
         "callbacks (repeatable); anything else in a checkpoint is refused",
     )
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -23,14 +23,12 @@ import importlib.util
 import json
 import logging
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slca_lightning.cache import default_cache_dir
+from slca_lightning.cache import default_cache_dir, is_complete, save_model_folder
 
 __all__ = [
     "SOURCES",
@@ -133,10 +131,6 @@ def file_sha256(path: str | os.PathLike, block: int = 1 << 22) -> str:
     return digest.hexdigest()
 
 
-def _complete(folder: Path) -> bool:
-    return (folder / _DONE_FILE).is_file() and (folder / "config.json").is_file()
-
-
 def materialize(
     gguf: str | os.PathLike, cache_dir: str | None = None, name: str | None = None
 ) -> str:
@@ -161,25 +155,12 @@ def materialize(
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     root = Path(cache_dir or default_cache_dir()).expanduser()
     final = root / f"{name or path.stem.lower()}-{digest}"
-    if _complete(final):
+    if is_complete(final, _DONE_FILE):
         return str(final)
     root.mkdir(parents=True, exist_ok=True)
     model, tokenizer = _dequantise(path)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        info = {**key, "file": str(path), "seconds": round(time.perf_counter() - t0, 2)}
-        (tmp / _DONE_FILE).write_text(json.dumps(info, indent=2))
-        if final.exists() and not _complete(final):
-            shutil.rmtree(final)  # a damaged folder: replace it
-        try:
-            os.replace(tmp, final)
-        except OSError:  # another process finished first: keep its complete save
-            if not _complete(final):
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    info = {**key, "file": str(path), "seconds": round(time.perf_counter() - t0, 2)}
+    save_model_folder(final, model, tokenizer, _DONE_FILE, info)
     log.info("materialize: %s -> %s (%.1fs)", path.name, final, time.perf_counter() - t0)
     return str(final)
 
