@@ -310,6 +310,10 @@ def shared_prefix_logprobs(
     name = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
     out = net(input_ids=prefix, use_cache=True)
     cache = getattr(out, name)  # transformers ≥ 5 names it "cache", older "past_key_values"
+    if cache is None:  # no KV cache (gradient checkpointing in training): score plainly
+        return sequence_logprobs(
+            model, input_ids, attention_mask, temperature, chunk_size, return_entropy
+        )
     cache.batch_repeat_interleave(batch)
     rest_out = net(input_ids=input_ids[:, prefix_len:], **{name: cache})
     if parts is None:

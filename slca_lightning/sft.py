@@ -257,7 +257,8 @@ class SFTModule(lightning.LightningModule):
     (:func:`~slca_lightning.export.export_policy`), for ``model:`` of an RL config.
     ``gradient_checkpointing`` recomputes each decoder layer's activations in backward
     (transformers' ``gradient_checkpointing_enable``, non-reentrant): less memory for
-    long demonstrations, more compute.
+    long demonstrations, more compute; rows then never share their prefix (a checkpointed
+    model keeps no KV cache while training).
     """
 
     #: the ``slca sft`` progress bar's label
@@ -329,6 +330,8 @@ class SFTModule(lightning.LightningModule):
         mask = batch["loss_mask"].bool() & attention
         prefix = min(common_prefix_len(ids, attention), ids.shape[1] - 1)
         share = self.hparams.share_prefix
+        # a checkpointed model keeps no KV cache in training: no prefix to share
+        share = 0 if self.hparams.gradient_checkpointing else share
         if share and ids.shape[0] > 1 and prefix >= share:
             logp = shared_prefix_logprobs(self.model, ids, attention, prefix)  # [B, T]
         else:

@@ -8,7 +8,12 @@ import torch
 from torch.utils.data import DataLoader
 
 from slca_lightning.data import SyntheticTaskGenerator, reference_answer
-from slca_lightning.policy import LoraSettings, common_prefix_len, sequence_logprobs
+from slca_lightning.policy import (
+    LoraSettings,
+    common_prefix_len,
+    sequence_logprobs,
+    shared_prefix_logprobs,
+)
 from slca_lightning.sft import SFTDataModule, SFTModule, TemplateRewriteError, build_sft_example
 from slca_lightning.testing.tiny import build_tiny_tokenizer
 
@@ -145,3 +150,29 @@ def test_lora_module_trains_only_adapters():
     params = [p for g in opt.param_groups for p in g["params"]]
     names = {id(p): n for n, p in module.named_parameters()}
     assert params and all("lora_" in names[id(p)] for p in params)
+
+
+def test_gradient_checkpointing_gives_the_same_loss_and_gradients(tok):
+    """Checkpointed layers in train mode (no KV cache, so rows that share a prefix are
+    scored plainly): the loss and every gradient equal the plain model's."""
+    plain = SFTModule(share_prefix=8, seed=1)
+    plain.configure_model()
+    ckpt = SFTModule(share_prefix=8, seed=1, gradient_checkpointing=True)
+    ckpt.configure_model()
+    batch = short_batch(tok, n=3)
+    assert common_prefix_len(batch["input_ids"], batch["attention_mask"]) >= 8
+    grads = []
+    for module in (plain, ckpt):
+        module.model.train()
+        out = module.loss(batch)
+        out["loss"].backward()
+        grads.append({n: p.grad.clone() for n, p in module.model.named_parameters()})
+        grads[-1]["loss"] = out["loss"].detach()
+    assert ckpt.model.is_gradient_checkpointing
+    for name, g in grads[0].items():
+        torch.testing.assert_close(grads[1][name], g, rtol=1e-4, atol=1e-6, msg=name)
+    # called directly, shared-prefix scoring falls back to plain scoring without a cache
+    ids, am = batch["input_ids"], batch["attention_mask"]
+    with torch.no_grad():
+        shared = shared_prefix_logprobs(ckpt.model, ids, am, 8)
+        torch.testing.assert_close(shared, sequence_logprobs(ckpt.model, ids, am))
