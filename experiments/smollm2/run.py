@@ -151,6 +151,28 @@ def report(out: Path, stages: dict, args) -> str:
     return text
 
 
+BEGIN, END = "<!-- smollm2 smoke: begin -->", "<!-- smollm2 smoke: end -->"
+
+
+def readme_block(out: Path) -> str:
+    """What the README shows of ``<out>/REPORT.md``: its command, its table and step times."""
+    report_text = (out / "REPORT.md").read_text()
+    command = next(line for line in report_text.splitlines() if line.startswith("Command:"))
+    table = report_text[report_text.index("| stage |") :]
+    end = table.find("\n", table.find("RL step time:")) if "RL step time:" in table else -1
+    table = (table[:end] if end > 0 else table.split("\n\n")[0]).strip()
+    rel = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    return f"{command} ([REPORT]({rel}/REPORT.md))\n\n{table}\n"
+
+
+def embed(readme: Path, out: Path) -> None:
+    """Rewrite the block between the smoke markers of ``readme`` from ``<out>/REPORT.md``."""
+    text = readme.read_text()
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(f"{head}{BEGIN}\n{readme_block(out)}{END}{tail}")
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
@@ -161,7 +183,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--prompts", type=int, default=4, help="RL prompts per step (× group 8)")
-    return run(p.parse_args(argv))
+    p.add_argument("--embed", metavar="README", help="only copy <out>/REPORT.md's table into it")
+    args = p.parse_args(argv)
+    if args.embed:
+        embed(Path(args.embed), Path(args.out).resolve())
+        return {}
+    return run(args)
 
 
 if __name__ == "__main__":
