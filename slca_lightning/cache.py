@@ -23,21 +23,27 @@ def is_complete(folder: Path, done_file: str) -> bool:
 
 
 def save_model_folder(
-    final: Path, model: Any, tokenizer: Any, done_file: str, info: dict[str, Any]
+    final: Path,
+    model: Any,
+    tokenizer: Any,
+    done_file: str,
+    info: dict[str, Any],
+    replace: bool = False,
 ) -> None:
-    """Save ``model`` and ``tokenizer`` as the cache folder ``final``, atomically.
+    """Save ``model`` and ``tokenizer`` as the folder ``final``, atomically.
 
     They go to a temporary sibling with ``info`` as JSON in ``done_file`` (the completion
     marker), which is then renamed into place: an interrupted save never leaves a partial
-    folder. A damaged ``final`` (marker missing) is replaced; when another process
-    completed ``final`` first, its save is kept.
+    folder. A damaged ``final`` (marker missing) is replaced, and with ``replace`` any
+    ``final`` is (an export); otherwise, when another process completed ``final`` first,
+    its save is kept (a cache).
     """
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / done_file).write_text(json.dumps(info, indent=2))
-        if final.exists() and not is_complete(final, done_file):
+        (tmp / done_file).write_text(json.dumps(info, indent=2, default=str))
+        if final.exists() and (replace or not is_complete(final, done_file)):
             shutil.rmtree(final)
         try:
             os.replace(tmp, final)

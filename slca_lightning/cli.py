@@ -37,6 +37,7 @@ import sys
 import tempfile
 from typing import Any
 
+from slca_lightning.cache import default_cache_dir
 from slca_lightning.checkpoints import UntrustedCheckpointError
 from slca_lightning.config_checks import ConfigError
 
@@ -85,25 +86,10 @@ def one_line(message: str, limit: int = 400) -> str:
 def main(args: list[str] | None = None, run: bool = True) -> Any:
     """Build (and by default run) the CLI in-process; returns the
     :class:`~slca_lightning.cli_app.SLCACLI` (tests inspect it)."""
-    import torch
-
-    from slca_lightning.cli_app import SLCACLI
-    from slca_lightning.console import quiet_console
     from slca_lightning.module import SLCAGRPOModule
     from slca_lightning.rollout.datamodule import RolloutDataModule
 
-    quiet_console()
-    threads = torch.get_num_threads()
-    try:
-        return SLCACLI(
-            SLCAGRPOModule,
-            RolloutDataModule,
-            args=args,
-            run=run,
-            save_config_kwargs={"overwrite": True},
-        )
-    finally:  # the run's thread count (--threads) ends with it: callers in-process keep theirs
-        torch.set_num_threads(threads)
+    return _cli(SLCAGRPOModule, RolloutDataModule, args, run)
 
 
 def sft(args: list[str] | None = None, run: bool = True) -> Any:
@@ -111,20 +97,27 @@ def sft(args: list[str] | None = None, run: bool = True) -> Any:
     :class:`~slca_lightning.sft.SFTDataModule` (``args`` without a subcommand; ``fit`` is
     implied when ``run``), with the same checks, thread setting and provenance as ``slca
     fit``. ``model.output_dir`` receives the trained model as an HF folder."""
+    from slca_lightning.sft import SFTDataModule, SFTModule
+
+    args = list(sys.argv[2:] if args is None else args)
+    return _cli(SFTModule, SFTDataModule, ["fit", *args] if run else args, run)
+
+
+def _cli(module_class: type, datamodule_class: type, args: list[str] | None, run: bool) -> Any:
+    """:class:`~slca_lightning.cli_app.SLCACLI` over the two classes; the run's thread count
+    (``--threads``) ends with it, so callers in-process keep theirs."""
     import torch
 
     from slca_lightning.cli_app import SLCACLI
     from slca_lightning.console import quiet_console
-    from slca_lightning.sft import SFTDataModule, SFTModule
 
     quiet_console()
-    args = list(sys.argv[2:] if args is None else args)
     threads = torch.get_num_threads()
     try:
         return SLCACLI(
-            SFTModule,
-            SFTDataModule,
-            args=["fit", *args] if run else args,
+            module_class,
+            datamodule_class,
+            args=args,
             run=run,
             save_config_kwargs={"overwrite": True},
         )
@@ -163,8 +156,7 @@ def help_cache_path(argv: list[str]) -> str | None:
                         st = os.stat(os.path.join(root, name))
                         parts.append(f"{os.path.join(root, name)}:{st.st_size}:{st.st_mtime_ns}")
     digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
-    cache = os.environ.get("SLCA_CACHE") or os.path.expanduser("~/.cache/slca_lightning")
-    return os.path.join(cache, "help", f"{digest}.txt")
+    return os.path.join(default_cache_dir(), "help", f"{digest}.txt")
 
 
 class _Tee(io.TextIOBase):

