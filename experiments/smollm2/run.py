@@ -13,8 +13,13 @@ Three stages, each a child process whose wall time and peak RSS are recorded:
 2. ``sft``: ``slca sft --config configs/sft_smollm2.yaml`` for ``--sft-steps`` steps,
    writing ``<out>/sft_model``;
 3. ``rl``: ``slca fit --config configs/smollm2.yaml`` from that folder for ``--rl-steps``
-   steps; its in-domain evaluation before and after RL gives the SFT and SFT + RL rows.
+   steps (``--rl-lr``: its learning rate); its in-domain evaluation before and after RL
+   gives the SFT and SFT + RL rows;
+4. with ``--bfcl N``: ``bfcl_sft`` and ``bfcl_rl``, ``slca eval --evaluators bfcl`` (the
+   official checker) on a fixed subset (``--bfcl-categories``, ``N`` seeded entries each) of
+   the SFT folder and of the RL run's last checkpoint.
 
+``--sft-from <out>`` reuses another run's SFT stage and folder (an RL seed over one SFT).
 A stage whose ``<out>/<stage>/result.json`` exists is not run again (resumable). The
 table (strict tool accuracy, Success@0.9, name F1, ArgMatch, calls per episode, abstention
 accuracy, wall time, peak RSS) is written to ``<out>/REPORT.md``.
@@ -69,6 +74,26 @@ def _base_metrics(folder: Path) -> dict:
     return {"metrics": summary["metrics"]["in_domain"]}
 
 
+def _copy_stage(source: Path, out: Path, name: str) -> None:
+    """Take ``source``'s finished stage ``name`` (its result.json) as this run's, if there."""
+    done = source / name / "result.json"
+    if done.is_file() and not (out / name / "result.json").is_file():
+        (out / name).mkdir(parents=True, exist_ok=True)
+        (out / name / "result.json").write_text(done.read_text())
+
+
+def _bfcl_metrics(folder: Path) -> dict:
+    summary = json.loads((folder / "summary.json").read_text())
+    return {"metrics": summary["metrics"]["bfcl"]}
+
+
+def _last_checkpoint(folder: Path) -> Path:
+    found = sorted(folder.rglob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise FileNotFoundError(f"no checkpoint under {folder}: the RL stage saved none")
+    return found[-1]
+
+
 def _rl_figures(folder: Path) -> dict:
     train, evals = read_metrics(folder)
     times = [float(r["time/step"]) for r in train if r.get("time/step")]
@@ -86,12 +111,16 @@ def run(args) -> dict:
     cli = "slca_lightning.cli"
     csv = "--trainer.logger=lightning.pytorch.loggers.CSVLogger"
     stages: dict[str, dict] = {}
+    source = Path(args.sft_from).resolve() if args.sft_from else None
+    if source is not None:  # the base and SFT stages do not depend on the RL seed
+        for name in ("base", "sft"):
+            _copy_stage(source, out, name)
     stages["base"] = _stage(out, "base", [
         cli, "eval", "--model", args.model, "--config", str(ROOT / "configs/smollm2.yaml"),
         "--evaluators", "in_domain", "--num-tasks", str(args.eval_tasks),
         "--out", str(out / "base"), *threads,
     ], args.threads, _base_metrics)  # fmt: skip
-    sft_model = out / "sft_model"
+    sft_model = (source or out) / "sft_model"
     stages["sft"] = _stage(out, "sft", [
         cli, "sft", "--config", str(ROOT / "configs/sft_smollm2.yaml"),
         f"--model.model={args.model}", f"--trainer.max_steps={args.sft_steps}",
@@ -100,15 +129,37 @@ def run(args) -> dict:
         "--trainer.logger.init_args.name=logs", f"--seed_everything={args.seed}",
         "--trainer.enable_progress_bar=false", *threads,
     ], args.threads, lambda folder: {})  # fmt: skip
+    bfcl = ["--evaluators", "bfcl", "--arg", f"bfcl.categories={args.bfcl_categories}",
+            "--arg", f"bfcl.limit={args.bfcl}", *threads]  # fmt: skip
+
+    def bfcl_sft() -> None:
+        if source is not None:  # greedy on the same folder: the source's figures, once there
+            _copy_stage(source, out, "bfcl_sft")
+        stages["bfcl_sft"] = _stage(out, "bfcl_sft", [
+            cli, "eval", "--model", str(sft_model), "--config", str(ROOT / "configs/smollm2.yaml"),
+            *bfcl, "--out", str(out / "bfcl_sft"),
+        ], args.threads, _bfcl_metrics)  # fmt: skip
+
+    if args.bfcl and source is None:
+        bfcl_sft()
     stages["rl"] = _stage(out, "rl", [
         cli, "fit", "--config", str(ROOT / "configs/smollm2.yaml"),
         f"--model.model={sft_model}", f"--trainer.max_steps={args.rl_steps}",
         f"--trainer.default_root_dir={out / 'rl'}", csv,
         f"--trainer.logger.init_args.save_dir={out / 'rl'}", "--trainer.logger.init_args.name=logs",
-        "--trainer.enable_checkpointing=false", "--trainer.enable_progress_bar=false",
+        f"--trainer.enable_checkpointing={'true' if args.bfcl else 'false'}",
+        "--trainer.enable_progress_bar=false",
         f"--seed_everything={args.seed}", f"--model.seed={args.seed}", f"--data.seed={args.seed}",
         f"--data.prompts_per_step={args.prompts}", *threads,
+        *([f"--model.learning_rate={args.rl_lr}"] if args.rl_lr else []),
     ], args.threads, _rl_figures)  # fmt: skip
+    if args.bfcl:
+        if source is not None:
+            bfcl_sft()
+        stages["bfcl_rl"] = _stage(out, "bfcl_rl", [
+            cli, "eval", "--checkpoint", str(_last_checkpoint(out / "rl")),
+            *bfcl, "--out", str(out / "bfcl_rl"),
+        ], args.threads, _bfcl_metrics)  # fmt: skip
     report(out, stages, args)
     return stages
 
@@ -145,6 +196,16 @@ def report(out: Path, stages: dict, args) -> str:
     times = stages["rl"].get("step_seconds") or []
     if times:
         lines += ["", f"RL step time: {', '.join(f'{t:.0f} s' for t in times)}."]
+    if "bfcl_rl" in stages:
+        before, after = stages["bfcl_sft"]["metrics"], stages["bfcl_rl"]["metrics"]
+        lines += [
+            "",
+            f"BFCL (official checker; {args.bfcl_categories}, {args.bfcl} entries each):",
+            "",
+            "| metric | SFT | SFT + SLCA-GRPO |",
+            "|---|---:|---:|",
+        ]
+        lines += [f"| {k} | {_fmt(before[k])} | {_fmt(after.get(k))} |" for k in sorted(before)]
     text = "\n".join(lines) + "\n"
     (out / "REPORT.md").write_text(text)
     print(text)
@@ -183,6 +244,10 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--prompts", type=int, default=4, help="RL prompts per step (× group 8)")
+    p.add_argument("--rl-lr", type=float, default=None, help="RL learning rate (default: config)")
+    p.add_argument("--sft-from", metavar="OUT", help="reuse this run's SFT stage and folder")
+    p.add_argument("--bfcl", type=int, default=0, help="BFCL entries per category (0: skip)")
+    p.add_argument("--bfcl-categories", default="simple_python,multiple,irrelevance")
     p.add_argument("--embed", metavar="README", help="only copy <out>/REPORT.md's table into it")
     args = p.parse_args(argv)
     if args.embed:
