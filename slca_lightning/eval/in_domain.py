@@ -63,6 +63,7 @@ def greedy_loop(datamodule: Any, policy: Any, tokenizer: Any, batch_size: int = 
         max_response_tokens=loop.max_response_tokens,
         max_tool_response_tokens=loop.max_tool_response_tokens,
         render_check="off",
+        tool_format=getattr(datamodule, "tool_format", None),
     )
 
 

@@ -36,6 +36,7 @@ from typing import Any, Literal
 from slca_lightning.config_checks import check_args
 from slca_lightning.rollout.engine import RolloutEngine, SamplingConfig
 from slca_lightning.tools.env_errors import env_error_json, report_env_error
+from slca_lightning.tools.formats import HermesFormat, ToolCallFormat
 from slca_lightning.tools.parsing import parse_tool_calls
 from slca_lightning.tools.sanitize import clean_call, clean_text, preview
 from slca_lightning.types import Episode, Task, ToolCall, ToolResult
@@ -112,6 +113,9 @@ class AgentLoop:
         max_response_tokens: response budget, sampled plus injected tokens (paper: 8192).
         max_tool_response_tokens: middle-cut length of one tool response (paper: 2048).
         render_check: ``"strict"``, ``"warn"`` or ``"off"`` (see module docstring).
+        tool_format: reads each turn's calls (:mod:`~slca_lightning.tools.formats`; default
+            hermes). The episode's ``assistant_texts`` hold its canonical (hermes) text, what
+            rewards and metrics read; the chat history and the token ids keep the raw text.
     """
 
     def __init__(
@@ -125,6 +129,7 @@ class AgentLoop:
         max_response_tokens: int = 8192,
         max_tool_response_tokens: int = 2048,
         render_check: Literal["strict", "warn", "off"] = "warn",
+        tool_format: ToolCallFormat | None = None,
     ) -> None:
         check_args(AgentLoop, locals(), "data")
         if render_check not in ("strict", "warn", "off"):
@@ -140,6 +145,7 @@ class AgentLoop:
         self.max_response_tokens = max_response_tokens
         self.max_tool_response_tokens = max_tool_response_tokens
         self.render_check = render_check
+        self.tool_format = tool_format if tool_format is not None else HermesFormat()
         self.stats: Counter = Counter()
 
     # -- rendering ---------------------------------------------------------------------
@@ -226,6 +232,7 @@ class AgentLoop:
         self.stats = Counter()
         episodes: list[Episode] = []
         histories: list[list[dict]] = []
+        last_raw: dict[int, str] = {}  # each episode's last turn as sampled (render check)
         for gi, task in enumerate(tasks):
             ids = self.prompt_ids(task)
             for _ in range(group_size):
@@ -274,10 +281,14 @@ class AgentLoop:
                 ended_eos = gen.stop_reason == "eos" and not hit_cap
                 if ended_eos and eos and text.endswith(eos):
                     text = text[: -len(eos)]
-                ep.assistant_texts.append(text)
+                canonical = self.tool_format.canonical(text)
+                self.stats["tool_format/accepted"] += canonical.accepted
+                self.stats["tool_format/rejected"] += canonical.rejected
+                ep.assistant_texts.append(canonical.text)
+                last_raw[i] = text
                 if not text.strip():  # no tokens, or only the end-of-turn token / spaces
                     self.stats["empty_generations"] += 1
-                items, is_tool_turn = self._turn_calls(text)
+                items, is_tool_turn = self._turn_calls(canonical.text)
                 if hit_cap:
                     ep.tool_results.append([])
                     ep.finish_reason = "length"
@@ -294,8 +305,8 @@ class AgentLoop:
             if ep.finish_reason == "running":
                 ep.finish_reason = "max_turns"
         if self.render_check != "off":
-            for ep, history in zip(episodes, histories, strict=False):
-                self._check_render(ep, history)
+            for i, (ep, history) in enumerate(zip(episodes, histories, strict=False)):
+                self._check_render(ep, history, last_raw.get(i))
         self.stats["episodes"] += len(episodes)
         return episodes
 
@@ -395,11 +406,11 @@ class AgentLoop:
             ep.logprobs += [0.0] * len(glue_ids)
             ep.finish_reason = "running"
 
-    def _check_render(self, ep: Episode, history: list[dict]) -> None:
+    def _check_render(self, ep: Episode, history: list[dict], last: str | None) -> None:
         # `history` holds every turn whose glue was appended; the last turn never has glue
         messages = list(history)
-        if ep.assistant_texts:
-            messages.append({"role": "assistant", "content": ep.assistant_texts[-1]})
+        if last is not None:
+            messages.append({"role": "assistant", "content": last})
         rendered = self._render(messages, False)
         got = self.tokenizer.decode(ep.prompt_ids + ep.response_ids, skip_special_tokens=False)
         if rendered.startswith(got):

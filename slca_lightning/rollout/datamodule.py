@@ -30,6 +30,7 @@ from slca_lightning.rollout.engine import TURN_END_STOPS, RolloutEngine, Samplin
 from slca_lightning.rollout.hf_engine import HFEngine
 from slca_lightning.tools.backends import PythonBackend
 from slca_lightning.tools.env_errors import EnvironmentBrokenError
+from slca_lightning.tools.formats import HermesFormat, ToolCallFormat
 from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolSimulator
 from slca_lightning.types import RolloutBatch, Task
 
@@ -111,6 +112,8 @@ class RolloutStream:
             "rollout/render_check_failed": float(st["render_check_failed"]),
             "rollout/policy_version": float(self.loop.engine.policy_version),
             "rollout/overflow_calls_per_episode": st["overflow_calls"] / n,
+            "rollout/tool_format/accepted": float(st["tool_format/accepted"]),
+            "rollout/tool_format/rejected": float(st["tool_format/rejected"]),
             **engine_stats,
         }
         sim_errors = simulator_env_errors(self.loop.simulator) - sim_errors_before
@@ -178,6 +181,10 @@ class RolloutDataModule(L.LightningDataModule):
             environment must not train silently. None disables the check.
         min_env_errors: the check only fires from this many errors in the step, so one
             exception never ends a fit by itself.
+        tool_format: how the model writes its calls
+            (:mod:`~slca_lightning.tools.formats`; default the paper's hermes tags). Another
+            format's calls are rewritten as hermes blocks for every reward and metric;
+            the trained tokens stay the model's own.
     """
 
     def __init__(
@@ -199,6 +206,7 @@ class RolloutDataModule(L.LightningDataModule):
         engine: RolloutEngine | None = None,
         max_env_error_rate: float | None = 0.5,
         min_env_errors: int = 4,
+        tool_format: ToolCallFormat | None = None,
     ) -> None:
         check_args(RolloutDataModule, locals(), "data")
         super().__init__()
@@ -226,6 +234,8 @@ class RolloutDataModule(L.LightningDataModule):
                 f"data.turn_end must be one of {sorted(TURN_END_STOPS)}, got {turn_end!r}"
             )
         self.turn_end = turn_end
+        self.tool_format = tool_format if tool_format is not None else HermesFormat()
+        self.tool_format.check_turn_end(turn_end)
         self.sampling = SamplingConfig(
             max_new_tokens=max_new_tokens,
             temperature=temperature,
@@ -267,7 +277,14 @@ class RolloutDataModule(L.LightningDataModule):
                 PythonBackend(self.source.functions()), timeout_s=30.0
             )
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self.loop = AgentLoop(self.engine, tokenizer, self.simulator, self.sampling, **self.caps)
+        self.loop = AgentLoop(
+            self.engine,
+            tokenizer,
+            self.simulator,
+            self.sampling,
+            tool_format=self.tool_format,
+            **self.caps,
+        )
 
     def train_dataloader(self) -> RolloutStream:
         if self.loop is None:

@@ -1,5 +1,6 @@
 """Tools: parsing model tool calls (and, elsewhere in this folder, validating and simulating them)."""
 
+from slca_lightning.tools.formats import HermesFormat, JSONFormat, ToolCallFormat
 from slca_lightning.tools.parsing import (
     THINK_RE,
     TOOL_CALL_CLOSE,
@@ -16,8 +17,11 @@ __all__ = [
     "TOOL_CALL_CLOSE",
     "TOOL_CALL_OPEN",
     "CallEntry",
+    "HermesFormat",
+    "JSONFormat",
     "ParseResult",
     "ParsedBlock",
+    "ToolCallFormat",
     "parse_tool_calls",
     "strip_think",
 ]
