@@ -297,14 +297,15 @@ class SFTModule(lightning.LightningModule):
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
             model.config.use_cache = False
-        self.model = apply_lora(model, lora) if lora is not None else model
+        # from_pretrained returns eval mode: train mode before Lightning's fit loop checks it
+        self.model = (apply_lora(model, lora) if lora is not None else model).train()
         data = getattr(self._trainer, "datamodule", None) if self._trainer else None
         if hasattr(data, "connect") and getattr(data, "tokenizer", None) is None:
             data.connect(self.tokenizer)
 
     def on_train_start(self) -> None:
-        # from_pretrained returns eval mode: train mode while training (and for
-        # gradient checkpointing, which transformers applies in train mode only)
+        # train mode while training (again after any evaluation; gradient checkpointing
+        # applies in train mode only)
         if self.model is not None:
             self.model.train()
 

@@ -176,3 +176,15 @@ def test_gradient_checkpointing_gives_the_same_loss_and_gradients(tok):
     with torch.no_grad():
         shared = shared_prefix_logprobs(ckpt.model, ids, am, 8)
         torch.testing.assert_close(shared, sequence_logprobs(ckpt.model, ids, am))
+
+
+def test_a_model_loaded_from_a_folder_trains_in_train_mode(tmp_path):
+    """from_pretrained returns eval mode; Lightning checks the mode before on_train_start."""
+    from slca_lightning.policy import load_policy
+
+    net, tokenizer = load_policy("tiny")
+    net.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    module = SFTModule(model=str(tmp_path))
+    module.configure_model()
+    assert all(m.training for m in module.model.modules())
