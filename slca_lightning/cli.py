@@ -6,7 +6,7 @@ wins); any component is swapped by ``class_path``, e.g.
 (tests call it with a list of arguments). ``slca eval`` runs evaluators standalone
 (:mod:`slca_lightning.eval.standalone`); ``slca sft --config configs/sft_smollm2.yaml``
 warm-starts any model by SFT (:func:`sft`) and ``slca export --checkpoint X --out DIR``
-writes a trained policy as an HF folder (:mod:`slca_lightning.export`).
+writes a trained policy as an HF folder (:mod:`slca_lightning.cli_export`).
 
 Configuration errors end the command with one line on stderr and exit status 2: an unknown
 or mistyped key or value (options must be spelled out in full: no abbreviations), and a
@@ -32,7 +32,6 @@ import importlib.metadata
 import importlib.util
 import io
 import os
-import re
 import sys
 import tempfile
 from typing import Any
@@ -40,6 +39,7 @@ from typing import Any
 from slca_lightning.cache import default_cache_dir
 from slca_lightning.checkpoints import UntrustedCheckpointError
 from slca_lightning.config_checks import ConfigError
+from slca_lightning.errors import _debug, one_line
 
 __all__ = [  # and, loaded on first use, SLCACLI and SLCAArgumentParser (cli_app)
     "ConfigError",
@@ -58,29 +58,6 @@ def __getattr__(name: str) -> Any:
 
         return getattr(cli_app, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _debug() -> bool:
-    return os.environ.get("SLCA_DEBUG", "").strip() not in ("", "0", "false")
-
-
-_UNION = re.compile(
-    r'Parser key "(?P<key>[^"]+)": Does not validate against any of the Union subtypes.*?'
-    r"Problem with given class_path '(?P<cls>[^']+)':\s*(?P<why>.*?)"
-    r"(?:\s+- Expected a <class 'NoneType'>.*)?$",
-    re.S,
-)
-
-
-def one_line(message: str, limit: int = 400) -> str:
-    """A (possibly multi-line) error message as one line of at most ``limit`` characters;
-    jsonargparse's "does not validate against any of the Union subtypes" dump is reduced to
-    the component's own complaint."""
-    text = " ".join(str(message).split())
-    union = _UNION.match(text)
-    if union:
-        text = f"{union['key']} ({union['cls']}): {union['why']}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def main(args: list[str] | None = None, run: bool = True) -> Any:
@@ -225,7 +202,7 @@ def script() -> None:
         _user_errors(lambda: sft(argv[1:]))
         return
     if argv[:1] == ["export"]:
-        from slca_lightning.export import main as export
+        from slca_lightning.cli_export import main as export
 
         _user_errors(lambda: export(argv[1:]))
         return

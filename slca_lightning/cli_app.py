@@ -12,8 +12,8 @@ from typing import Any
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from slca_lightning.checkpoints import UntrustedCheckpointError
-from slca_lightning.cli import _debug, one_line
 from slca_lightning.config_checks import ConfigError, validate_config
+from slca_lightning.errors import _debug, one_line
 from slca_lightning.threads import apply_threads
 
 __all__ = ["SLCACLI", "SLCAArgumentParser"]
@@ -110,10 +110,8 @@ class SLCACLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         section = self._section()
-        roots = None
-        if self.model_class is not None and self.datamodule_class is not None:
-            roots = {"model": self.model_class, "data": self.datamodule_class}
-        validate_config(section, roots)
+        roots = {"model": self.model_class, "data": self.datamodule_class}
+        validate_config(section, {k: v for k, v in roots.items() if v is not None})
         threads = section.get("threads")
         if threads is not None and threads < 1:
             raise ConfigError("threads", "must be an integer >= 1 (or null: the default)", threads)

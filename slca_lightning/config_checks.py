@@ -189,7 +189,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "logprob_chunk_size": COUNT,
         "seed": SEED,
     },
-    "slca_lightning.policy.LoraSettings": {
+    "slca_lightning.models.lora.LoraSettings": {
         "r": COUNT,
         "alpha": COUNT,
         "dropout": Range("float", 0, 1, hi_open=True),
@@ -444,6 +444,7 @@ RECORDS: frozenset[str] = frozenset(
         "slca_lightning.data.errors.RowReader",
         "slca_lightning.data.toucan_sft.SFTTrajectory",
         "slca_lightning.eval.bfcl.BFCLReport",
+        "slca_lightning.tools.formats.Canonical",
         "slca_lightning.eval.bfcl_multi_turn.MultiTurnEntry",
         "slca_lightning.eval.in_domain.InDomainResult",
         "slca_lightning.eval.metrics.EpisodeStats",
@@ -556,16 +557,14 @@ def validate_config(config: Any, roots: Mapping[str, type] | None = None) -> Non
     """Check every numeric setting of a parsed ``slca fit`` config (a dict or jsonargparse
     Namespace: the subcommand's section) before instantiation.
 
-    ``roots`` maps top-level keys to their classes (default: ``model`` → SLCAGRPOModule,
-    ``data`` → RolloutDataModule); every other key (``trainer`` with its callbacks, ...) is
-    walked for nested ``class_path`` components. Raises :class:`ConfigError`.
+    ``roots`` maps top-level keys to their classes (``slca fit``: ``model`` →
+    SLCAGRPOModule, ``data`` → RolloutDataModule, as :class:`~slca_lightning.cli_app.SLCACLI`
+    passes them; this module sits below both and imports neither); every other key
+    (``trainer`` with its callbacks, ...) is walked for nested ``class_path`` components.
+    Raises :class:`ConfigError`.
     """
     tree = _plain(config)
-    if roots is None:
-        from slca_lightning.module import SLCAGRPOModule
-        from slca_lightning.rollout.datamodule import RolloutDataModule
-
-        roots = {"model": SLCAGRPOModule, "data": RolloutDataModule}
+    roots = roots or {}
     for top, value in tree.items():
         if value is None or top in ("subcommand", "config"):
             continue

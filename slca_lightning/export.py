@@ -3,7 +3,7 @@
 config, and ``slca_export.json`` saying where it came from.
 
 Used by ``slca sft`` (``SFTModule.output_dir``) and ``slca export`` (a ``slca fit``
-checkpoint → folder). The folder is written to a temporary sibling and renamed into place,
+checkpoint → folder, :mod:`slca_lightning.cli_export`). The folder is written to a temporary sibling and renamed into place,
 so a crash never leaves half a model where a config points.
 """
 
@@ -44,42 +44,3 @@ def export_policy(
     record = {**(info or {}), "written": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     save_model_folder(final, merged_model(model), tokenizer, INFO_FILE, record, replace=True)
     return str(final)
-
-
-def build_parser() -> Any:
-    import argparse
-
-    p = argparse.ArgumentParser(
-        prog="slca export",
-        description="Write the policy of a slca fit checkpoint as an HF folder (LoRA merged, "
-        "tokenizer and chat template) that slca eval --model, transformers and vLLM load.",
-    )
-    p.add_argument("--checkpoint", required=True, help="a slca fit checkpoint (.ckpt)")
-    p.add_argument("--out", required=True, help="the folder to write (replaced)")
-    p.add_argument(
-        "--config", help="the run's config.yaml (default: the one saved beside the checkpoint)"
-    )
-    from slca_lightning.eval.standalone import add_trust_argument
-
-    add_trust_argument(p)
-    return p
-
-
-def main(argv: list[str] | None = None) -> str:
-    """``slca export``: checkpoint → folder; returns the folder."""
-    from slca_lightning.checkpoints import load_checkpoint
-    from slca_lightning.eval.standalone import find_run_config, load_module
-
-    args = build_parser().parse_args(argv)
-    if not os.path.isfile(args.checkpoint):
-        raise FileNotFoundError(f"checkpoint {args.checkpoint!r} does not exist")
-    found = args.config is None
-    config = find_run_config(args.checkpoint) if found else args.config
-    trust = args.trust_class_prefix
-    module = load_module(args.checkpoint, None, config, trust, found and config is not None)
-    step = load_checkpoint(args.checkpoint, trust).get("global_step")
-    info = {"from": os.path.abspath(args.checkpoint), "stage": "rl", "global_step": step}
-    info["model"] = module.hparams.get("model")
-    path = export_policy(module.policy, module.tokenizer, args.out, info)
-    print(f"policy written to {path} (slca eval --model {path})")
-    return path

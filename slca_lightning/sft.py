@@ -21,14 +21,13 @@ import torch
 from torch.utils.data import DataLoader
 
 from slca_lightning.config_checks import check_args
-from slca_lightning.policy import (
-    LoraSettings,
-    apply_lora,
+from slca_lightning.model_logprobs import (
     common_prefix_len,
-    load_policy,
     sequence_logprobs,
     shared_prefix_logprobs,
 )
+from slca_lightning.models.loading import load_model
+from slca_lightning.models.lora import LoraSettings, apply_lora
 
 __all__ = [
     "SFTDataModule",
@@ -242,13 +241,13 @@ class SFTDataModule(lightning.LightningDataModule):
 class SFTModule(lightning.LightningModule):
     """Causal-LM SFT: mean negative log-likelihood over the ``loss_mask`` tokens.
 
-    The model comes from :func:`~slca_lightning.policy.load_policy` in ``configure_model``
+    The model comes from :func:`~slca_lightning.models.loading.load_model` in ``configure_model``
     (with LoRA when ``lora`` is set), which also connects the tokenizer to the trainer's
     datamodule when that has none. AdamW (betas 0.9, 0.95) on the trainable parameters;
     the learning rate ramps up linearly over ``warmup_steps``, then decays linearly to
     ``final_lr_fraction`` of itself at the trainer's ``max_steps`` (1.0: held). Rows that
     share ≥ ``share_prefix`` leading tokens (0: never) run that prefix once
-    (:func:`~slca_lightning.policy.shared_prefix_logprobs`; same loss). ``context_weight``
+    (:func:`~slca_lightning.model_logprobs.shared_prefix_logprobs`; same loss). ``context_weight``
     > 0 adds that weight times the mean NLL of the other (prompt, tool) tokens, an
     auxiliary language-modelling signal for models trained from scratch (0: pure SFT).
     Logs ``sft/loss`` (the masked NLL), ``sft/tokens`` (loss tokens in the batch) and,
@@ -290,7 +289,7 @@ class SFTModule(lightning.LightningModule):
         if self.model is not None:
             return
         hp = self.hparams
-        model, self.tokenizer = load_policy(hp.model, dtype=hp.dtype, seed=hp.seed)
+        model, self.tokenizer = load_model(hp.model, dtype=hp.dtype, seed=hp.seed)
         lora = LoraSettings(**hp.lora) if isinstance(hp.lora, dict) else hp.lora
         if hp.gradient_checkpointing:
             model.gradient_checkpointing_enable(

@@ -285,7 +285,7 @@ def run_command(argv: Sequence[str] | None = None) -> None:
     """:func:`main` as a command: a bad argument, file, config or checkpoint ends it with one
     line on stderr (``slca: error: ...``) and exit status 2 (``SLCA_DEBUG=1``: the
     traceback)."""
-    from slca_lightning.cli import _debug, one_line
+    from slca_lightning.errors import _debug, one_line
 
     try:
         main(argv)

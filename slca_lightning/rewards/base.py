@@ -17,6 +17,7 @@ Rewards must be finite: :func:`check_finite` raises a ``ValueError`` that names 
 from __future__ import annotations
 
 import math
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
@@ -83,8 +84,7 @@ CHANNEL_CLASSES = {
 
 def _class_path(obj: object) -> str:
     """``slca_lightning.rewards.<Name>`` when the package exports the class, else its full path."""
-    import slca_lightning.rewards as package
-
+    package = sys.modules.get("slca_lightning.rewards")  # loaded before any of its modules
     cls = type(obj)
     if getattr(package, cls.__name__, None) is cls:
         return f"slca_lightning.rewards.{cls.__name__}"

@@ -502,7 +502,7 @@ def test_slca_export_writes_the_trained_policy_as_a_folder(tmp_path):
     HF folder whose logits equal the trained module's (transformers and load_policy)."""
     from transformers import AutoModelForCausalLM
 
-    from slca_lightning.export import main as export
+    from slca_lightning.cli_export import main as export
 
     cli = build(tmp_path, "--trainer.max_steps=1", "--trainer.logger=false")
     cli.trainer.fit(cli.model, cli.datamodule)

@@ -30,6 +30,10 @@ from slca_lightning.config_checks import (
     rules_for,
     validate_config,
 )
+from slca_lightning.module import SLCAGRPOModule
+from slca_lightning.rollout.datamodule import RolloutDataModule
+
+FIT = {"model": SLCAGRPOModule, "data": RolloutDataModule}  # the roots slca fit validates
 
 
 def _numeric(hint, default) -> bool:
@@ -217,7 +221,7 @@ def test_nested_components_and_dataclasses_are_walked():
         "data": {"max_turns": 2},
     }
     with pytest.raises(ConfigError, match=r"^model\.lora\.r: must be an integer >= 1, got 0$"):
-        validate_config(config)
+        validate_config(config, FIT)
     config["model"]["lora"]["r"] = 8
     config["model"]["reward_head"] = {
         "class_path": "slca_lightning.rewards.HierarchicalReward",
@@ -227,7 +231,7 @@ def test_nested_components_and_dataclasses_are_walked():
     with pytest.raises(
         ConfigError, match=r"^model\.reward_head\.init_args\.judge\.init_args\.max_words: "
     ):
-        validate_config(config)
+        validate_config(config, FIT)
     del config["model"]["reward_head"]
     config["trainer"] = {
         "callbacks": [
@@ -238,9 +242,9 @@ def test_nested_components_and_dataclasses_are_walked():
     with pytest.raises(
         ConfigError, match=r"^trainer\.callbacks\[1\]\.init_args\.num_tasks: must be an integer"
     ):
-        validate_config(config)
+        validate_config(config, FIT)
     config["trainer"]["callbacks"][1]["init_args"]["num_tasks"] = 8
-    validate_config(config)
+    validate_config(config, FIT)
 
 
 # -- the command --------------------------------------------------------------------------

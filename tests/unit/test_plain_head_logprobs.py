@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import slca_lightning.policy as policy
+import slca_lightning.model_logprobs as model_logprobs
 from slca_lightning.policy import load_policy, plain_head, sequence_logprobs, shared_prefix_logprobs
 
 
@@ -44,7 +44,7 @@ def test_hidden_state_path_matches_full_logits(tiny, monkeypatch, shared, temper
         return lp.detach(), ent.detach(), grads
 
     fast = run()
-    monkeypatch.setattr(policy, "plain_head", lambda model: None)
+    monkeypatch.setattr(model_logprobs, "plain_head", lambda model: None)
     full = run()
     torch.testing.assert_close(fast[0], full[0], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(fast[1], full[1], rtol=1e-5, atol=1e-5)

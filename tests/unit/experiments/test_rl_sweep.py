@@ -16,7 +16,11 @@ sys.path.insert(0, str(ROOT))
 from experiments.learning import rl_sweep  # noqa: E402
 from slca_lightning.advantages import AdvantageRouter  # noqa: E402
 from slca_lightning.config_checks import validate_config  # noqa: E402
+from slca_lightning.module import SLCAGRPOModule  # noqa: E402
 from slca_lightning.rewards import RewardHead  # noqa: E402
+from slca_lightning.rollout.datamodule import RolloutDataModule  # noqa: E402
+
+FIT = {"model": SLCAGRPOModule, "data": RolloutDataModule}  # the roots slca fit validates
 
 ARGS = argparse.Namespace(max_steps=40, accelerator="cpu", minutes=2.5, every=20)
 
@@ -30,7 +34,7 @@ def _instantiate(base, value):
 @pytest.mark.parametrize("name", sorted(rl_sweep.VARIANTS))
 def test_every_variant_is_a_valid_quickstart_config(name, tmp_path):
     cfg = rl_sweep.build_config(name, 3, tmp_path, ARGS)
-    validate_config(cfg)  # ranges of every numeric setting, unknown keys
+    validate_config(cfg, FIT)  # ranges of every numeric setting, unknown keys
     assert cfg["seed_everything"] == cfg["model"]["seed"] == cfg["data"]["seed"] == 3
     assert cfg["trainer"]["max_time"] == {"seconds": 150}
     assert cfg["trainer"]["logger"][0]["init_args"]["save_dir"] == str(tmp_path)

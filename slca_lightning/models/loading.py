@@ -1,0 +1,110 @@
+"""Load ``(model, tokenizer)`` from a built-in name, a named source, a ``.gguf`` file or a folder.
+
+The loader every other part calls through :func:`slca_lightning.policy.load_policy`, which
+adds the built-in SFT warm starts (``"tiny-sft"``, ``"suite-sft"``: trained on first use by
+:mod:`slca_lightning.models.warm_start`). SFT itself loads through :func:`load_model`, so
+training a model never depends on the module that trains the warm starts.
+
+Tokenizers come back with a pad token (the eos token when they have none) and
+``padding_side="right"``, the layout of training batches; generation code left-pads its
+prompts itself (:mod:`slca_lightning.rollout.hf_engine`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+__all__ = ["BUILTIN_MODELS", "TINY_HIDDEN_SIZE", "TINY_NUM_LAYERS", "load_model"]
+
+#: Size of the ``"tiny"`` model: Qwen2, hidden 128, 4 layers, 4 heads (2 KV heads), MLP 256,
+#: tied embeddings over the 518-token tiny vocabulary: 0.66 M parameters.
+TINY_HIDDEN_SIZE = 128
+TINY_NUM_LAYERS = 4
+
+#: The built-in models :func:`load_policy` builds by name (each also as ``"<name>-sft"``).
+BUILTIN_MODELS = ("tiny", "suite")
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _dtype(dtype: str) -> Any:
+    if dtype != "auto" and dtype not in _DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of {[*_DTYPES, 'auto']}")
+    return _DTYPES.get(dtype, "auto")
+
+
+def _finish_tokenizer(tokenizer: Any) -> Any:
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "right"
+    return tokenizer
+
+
+def _build_builtin(name: str, seed: int) -> tuple[Any, Any]:
+    if name == "tiny":
+        from slca_lightning.models.tiny import build_tiny_model, build_tiny_tokenizer
+
+        tokenizer = build_tiny_tokenizer()
+        return build_tiny_model(tokenizer, TINY_HIDDEN_SIZE, TINY_NUM_LAYERS, seed=seed), tokenizer
+    from slca_lightning.models.suite import build_suite_model, build_suite_tokenizer
+
+    tokenizer = build_suite_tokenizer()
+    return build_suite_model(tokenizer, seed=seed), tokenizer
+
+
+def load_model(
+    model: str, dtype: str = "float32", seed: int = 0, warm_start: Any = None
+) -> tuple[Any, Any]:
+    """Load ``(model, tokenizer)``.
+
+    Args:
+        model: a built-in model, ``"tiny"`` (0.66M-parameter Qwen2, see
+            :data:`TINY_HIDDEN_SIZE`) or ``"suite"`` (the suite model of
+            :mod:`slca_lightning.models.suite`), randomly initialised from ``seed``; the
+            same name with ``-sft`` (``"tiny-sft"``, ``"suite-sft"``): that model after
+            ``warm_start(base=...)`` (the folder it returns; given by
+            :func:`slca_lightning.policy.load_policy`, refused without it); a named pretrained source
+            of :data:`slca_lightning.models.sources.SOURCES` (``"smollm2-135m-instruct"``,
+            from its install extra) or a ``.gguf`` file, dequantised once into the cache;
+            or the path of a local HF folder with ``config.json``. A ChatML template without
+            the tool role gets the hermes one (:mod:`slca_lightning.models.chat`).
+        dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"`` (the folder's own).
+        seed: initialisation seed of a random built-in model (ignored otherwise).
+
+    Raises:
+        FileNotFoundError: the folder does not exist or has no ``config.json``.
+    """
+    if model in BUILTIN_MODELS:
+        net, tokenizer = _build_builtin(model, seed)
+        torch_dtype = _dtype(dtype)
+        return (net if torch_dtype == "auto" else net.to(torch_dtype)), _finish_tokenizer(tokenizer)
+    from slca_lightning.models.chat import adapt_chat_template
+    from slca_lightning.models.sources import SOURCES, resolve_model_path
+
+    base = model[: -len("-sft")] if model.endswith("-sft") else None
+    if base in BUILTIN_MODELS:
+        if warm_start is None:
+            raise ValueError(
+                f"model {model!r} is a built-in warm start, trained on first use: load it "
+                "with slca_lightning.policy.load_policy (or point at its cache folder)"
+            )
+        path = warm_start(base=base)
+    else:
+        path = resolve_model_path(model) or os.path.expanduser(model)
+    if not os.path.isdir(path):
+        names = [repr(n) for b in BUILTIN_MODELS for n in (b, f"{b}-sft")]
+        raise FileNotFoundError(
+            f"model folder {path!r} does not exist (expected one of "
+            f"{', '.join(names + [repr(n) for n in SOURCES])}, a .gguf file or a local "
+            "Hugging Face folder; the hub is never queried)"
+        )
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise FileNotFoundError(f"model folder {path!r} has no config.json")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    net = AutoModelForCausalLM.from_pretrained(path, dtype=_dtype(dtype), local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return net, _finish_tokenizer(adapt_chat_template(tokenizer, where=model))
