@@ -51,6 +51,7 @@ class StepShape:
     rounds: int = 3
     n_train: int = 64
     lr: float = 1e-5
+    model: str = "tiny"  # or a named source / folder, e.g. "smollm2-135m-instruct"
 
 
 class _StepClock(L.Callback):
@@ -81,7 +82,7 @@ def slca_args(shape: StepShape, root: str) -> list[str]:
     """The ``slca fit`` arguments of the matched run."""
     b = shape.prompts_per_step * shape.group_size
     return [
-        "--model.model=tiny",
+        f"--model.model={shape.model}",
         f"--model.learning_rate={shape.lr}",
         "--model.temperature=1.0",
         "--model.kl_coef=0.0",
@@ -112,12 +113,12 @@ def run_slca(shape: StepShape) -> tuple[float, float]:
     return _per_step(clock.marks, cumulative=False)
 
 
-def task_prompts(n: int) -> list[str]:
+def task_prompts(n: int, model: str = "tiny") -> list[str]:
     """The synthetic training tasks' prompts, rendered as slca's agent loop renders them."""
     from slca_lightning.data.sources import SyntheticTasks
     from slca_lightning.policy import load_policy
 
-    _, tokenizer = load_policy("tiny")
+    _, tokenizer = load_policy(model)
     tasks = SyntheticTasks(n_train=n, n_heldout=4, seed=0).train()
     return [
         tokenizer.apply_chat_template(t.messages, tokenize=False, add_generation_prompt=True)
@@ -139,7 +140,8 @@ def run_trl(shape: StepShape, prompts: list[str]) -> tuple[float, float]:
         def on_step_end(self, args, state, control, **kwargs):
             marks.append((time.perf_counter(), int(state.num_input_tokens_seen)))
 
-    model, tokenizer = load_policy("tiny", seed=0)
+    model, tokenizer = load_policy(shape.model, seed=0)
+    model.train()  # as slca trains it (a folder loads in eval mode; dropout is 0 either way)
     b = shape.prompts_per_step * shape.group_size
     with tempfile.TemporaryDirectory(prefix="slca_bench_trl_step_") as out:
         args = GRPOConfig(
@@ -167,7 +169,7 @@ def run_trl(shape: StepShape, prompts: list[str]) -> tuple[float, float]:
 
 def run(shape: StepShape) -> dict:
     """Alternate whole fits of TRL and slca for ``shape.rounds`` rounds; return figures."""
-    prompts = task_prompts(shape.n_train)
+    prompts = task_prompts(shape.n_train, shape.model)
     got: dict[str, list[tuple[float, float]]] = {"trl": [], "slca": []}
     for r in range(shape.rounds):
         order = ("trl", "slca") if r % 2 == 0 else ("slca", "trl")
@@ -185,3 +187,39 @@ def run(shape: StepShape) -> dict:
         "speedup": statistics.median(ratios),
         "speedup_spread": (min(ratios), max(ratios)),
     }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """``python benchmarks/bench_step.py --model smollm2-135m-instruct --threads 1 ...``"""
+    import argparse
+
+    import torch
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="tiny")
+    p.add_argument("--prompts", type=int, default=2)
+    p.add_argument("--group", type=int, default=8)
+    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--steps", type=int, default=3, help="measured steps per fit (+1 warm-up)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    shape = StepShape(
+        prompts_per_step=args.prompts, group_size=args.group, max_new_tokens=args.new_tokens,
+        steps=args.steps, rounds=args.rounds, model=args.model,
+    )  # fmt: skip
+    out = run(shape)
+    print(
+        f"{args.model}, {args.threads} thread(s), {args.prompts}x{args.group} rollouts, "
+        f"{args.new_tokens} new tokens: slca {out['tokens_per_s']['slca']:.0f} tok/s, TRL "
+        f"{out['tokens_per_s']['trl']:.0f} tok/s, ratio {out['speedup']:.2f} "
+        f"(spread {out['speedup_spread'][0]:.2f}-{out['speedup_spread'][1]:.2f}); step "
+        f"{out['step_seconds']['slca']:.1f} s vs {out['step_seconds']['trl']:.1f} s; tokens/step "
+        f"{out['tokens_per_step']['slca']:.0f} vs {out['tokens_per_step']['trl']:.0f}"
+    )
+    return out
+
+
+if __name__ == "__main__":
+    main()
