@@ -6,7 +6,7 @@ Two paths, each against a loopback server in a child process with a fixed latenc
 - ``openai``: SchemaGuidedSimulator -> LLMBackend -> OpenAIBackend -> the OpenAI-compatible
   stand-in (``slca_lightning.testing.servers``), which answers a fixed tool response;
 - ``mcp``: SchemaGuidedSimulator -> MCPBackend -> the built-in suite's MCP server over
-  streamable HTTP (``slca_lightning.testing.mcp_server --http``).
+  streamable HTTP (``slca_lightning.tools.suite_mcp_server --http``).
 
 "In flight" is the simulator's ``max_workers`` (``simulate_batch`` threads; the
 OpenAIBackend allows as many open requests). Uncached: distinct calls on an empty memory

@@ -20,8 +20,8 @@ from slca_lightning.rewards import HierarchicalReward
 from slca_lightning.rollout.agent_loop import AgentLoop
 from slca_lightning.rollout.collate import collate_episodes
 from slca_lightning.rollout.engine import SamplingConfig
+from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.segmenters import mask_run_segments
-from slca_lightning.testing.scripted import ScriptedEngine
 from slca_lightning.tools.backends import PythonBackend
 from slca_lightning.tools.sgls import SchemaGuidedSimulator
 from slca_lightning.types import Task, ToolCall

@@ -290,7 +290,7 @@ class ChildServer:
 
 
 class MCPHTTPServer(ChildServer):
-    """The built-in suite's MCP server (``slca_lightning.testing.mcp_server``) in a child
+    """The built-in suite's MCP server (``slca_lightning.tools.suite_mcp_server``) in a child
     process on streamable HTTP; :attr:`url` is its ``/mcp`` endpoint.
 
     Args:
@@ -304,7 +304,7 @@ class MCPHTTPServer(ChildServer):
     ) -> None:
         args = ["--http", "--delay-ms", str(delay_ms)] + (["--bad-tools"] if bad_tools else [])
         super().__init__(
-            "slca_lightning.testing.mcp_server",
+            "slca_lightning.tools.suite_mcp_server",
             args + (["--tools", ",".join(tools)] if tools else []),
         )
 

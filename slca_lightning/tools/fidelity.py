@@ -10,7 +10,7 @@ the backend under test. That backend is by default METHOD §7's LLM simulator
 ``--simulator-args`` as JSON; nested ``{"class_path", "init_args"}`` dicts are built too;
 a ``SchemaGuidedSimulator`` class path is used as configured). The real side is the ground
 truth, called directly: the built-in Python tools (``--real python``) or an MCP server
-(``--mcp-command "python -m slca_lightning.testing.mcp_server"`` or ``--mcp-url``).
+(``--mcp-command "python -m slca_lightning.tools.suite_mcp_server"`` or ``--mcp-url``).
 
 Printed as a Markdown table: how many simulated observations are JSON objects and valid
 against the tool's output schema (the MCP server's ``outputSchema``, else the built-in
@@ -220,7 +220,7 @@ def markdown_table(name: str, real_name: str, summary: dict[str, float]) -> str:
 
 def _schemas_for(real: Any) -> dict[str, dict[str, Any]]:
     from slca_lightning.data.suite import builtin_suite
-    from slca_lightning.testing.mcp_server import OUTPUT_SCHEMAS
+    from slca_lightning.tools.suite_mcp_server import OUTPUT_SCHEMAS
 
     if hasattr(real, "tool_schemas"):
         return index_schemas(real.tool_schemas())
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-retries", type=int, default=2, help="simulator retries per call")
     p.add_argument("--retry-backoff-s", type=float, default=0.0, help="simulator back-off")
     p.add_argument("--real", choices=("python", "mcp"), default="python")
-    p.add_argument("--mcp-command", default="python -m slca_lightning.testing.mcp_server")
+    p.add_argument("--mcp-command", default="python -m slca_lightning.tools.suite_mcp_server")
     p.add_argument("--mcp-url", default=None, help="streamable-HTTP MCP endpoint instead")
     p.add_argument("--json", default=None, help="also write the summary to this file")
     ns = p.parse_args(argv)

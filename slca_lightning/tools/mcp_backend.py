@@ -56,7 +56,7 @@ class MCPBackend(ToolBackend):
 
     Args:
         command: the stdio server's executable (e.g. ``python``); or give ``url``.
-        args: its arguments (e.g. ``["-m", "slca_lightning.testing.mcp_server"]``).
+        args: its arguments (e.g. ``["-m", "slca_lightning.tools.suite_mcp_server"]``).
         env: extra environment variables for the server process.
         cwd: its working directory.
         url: a streamable-HTTP endpoint (e.g. ``http://127.0.0.1:8765/mcp``).

@@ -11,7 +11,7 @@ import torch
 
 from slca_lightning.cli import main
 from slca_lightning.rollout.engine import RolloutEngine
-from slca_lightning.testing.scripted import ScriptedEngine
+from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolBackend
 
 ARGS = [

@@ -26,7 +26,7 @@ from slca_lightning.models import build_suite_tokenizer, build_tiny_tokenizer
 from slca_lightning.rewards import HierarchicalReward
 from slca_lightning.rollout.agent_loop import AgentLoop
 from slca_lightning.rollout.engine import TURN_END_STOPS, SamplingConfig
-from slca_lightning.testing.scripted import ScriptedEngine
+from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.tools.backends import PythonBackend
 from slca_lightning.tools.sgls import SchemaGuidedSimulator
 from slca_lightning.types import Episode, ToolCall, ToolResult

@@ -29,8 +29,8 @@ from matplotlib.image import imread
 from callbacks import BFCLEval, GradientDiagnostics, InDomainEval, RewardCurves
 from slca_lightning.cli import main
 from slca_lightning.eval import standalone
+from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.testing.rewards import TokenParityReward
-from slca_lightning.testing.scripted import ScriptedEngine
 
 ARGS = [
     "--model.model=tiny",

@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from slca_lightning.cli import main
+from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.testing.rewards import TokenParityReward
-from slca_lightning.testing.scripted import ScriptedEngine
 
 ARGS = [
     "--model.model=tiny",

@@ -131,7 +131,7 @@ def test_command_against_the_mcp_server(tmp_path, capsys):
         "--simulator",
         "slca_lightning.tools.backends.PythonBackend",
     ]
-    args += ["--mcp-command", f"{sys.executable} -m slca_lightning.testing.mcp_server"]
+    args += ["--mcp-command", f"{sys.executable} -m slca_lightning.tools.suite_mcp_server"]
     assert main([*args, "--json", str(out)]) == 0
     table = capsys.readouterr().out
     assert "| PythonBackend | MCP " in table and "| 6 | 100.0% | 100.0% | 100.0% |" in table

@@ -19,8 +19,8 @@ import torch
 
 from slca_lightning.cli import main
 from slca_lightning.losses import policy_loss
+from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.testing.rewards import TokenParityReward
-from slca_lightning.testing.scripted import ScriptedEngine
 
 TINY_ARGS = [
     "--model.model=tiny",

@@ -25,7 +25,7 @@ import pytest
 from slca_lightning.cli import main
 from slca_lightning.data.sources import SyntheticTasks
 from slca_lightning.rollout.agent_loop import not_executed
-from slca_lightning.testing.scripted import ScriptedEngine
+from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.tools.env_errors import EnvironmentBrokenError
 from slca_lightning.tools.parsing import parse_tool_calls
 from slca_lightning.tools.sanitize import is_clean

@@ -22,15 +22,15 @@ import pytest
 import yaml
 
 from slca_lightning.data.suite import builtin_suite
-from slca_lightning.testing.mcp_server import OUTPUT_SCHEMAS
 from slca_lightning.testing.servers import MCPHTTPServer
 from slca_lightning.tools.backends import PythonBackend
 from slca_lightning.tools.mcp_backend import MCPBackend, MCPTimeout, MCPToolError, MCPTransportError
 from slca_lightning.tools.sgls import SchemaGuidedSimulator
+from slca_lightning.tools.suite_mcp_server import OUTPUT_SCHEMAS
 from slca_lightning.types import Task, ToolCall
 
 SUITE = builtin_suite()
-SERVER_ARGS = ["-m", "slca_lightning.testing.mcp_server"]
+SERVER_ARGS = ["-m", "slca_lightning.tools.suite_mcp_server"]
 CALLS = [
     ToolCall("add", {"a": 2, "b": 40}),
     ToolCall("convert", {"value": 10, "from_unit": "km", "to_unit": "mi"}),
@@ -193,8 +193,8 @@ def test_tau2_airline_server_real_calls(tmp_path):
 
 def test_two_step_fit_with_the_simulator_on_the_mcp_server(tmp_path):
     from slca_lightning.cli import main
+    from slca_lightning.rollout.scripted_engine import ScriptedEngine
     from slca_lightning.testing.rewards import TokenParityReward
-    from slca_lightning.testing.scripted import ScriptedEngine
 
     config = {
         "data": {

@@ -13,13 +13,13 @@ import sys
 
 import pytest
 
-from slca_lightning.testing.mcp_server import huge_text
 from slca_lightning.testing.servers import MCPHTTPServer
 from slca_lightning.tools.mcp_backend import MCPBackend
 from slca_lightning.tools.sgls import SchemaGuidedSimulator
+from slca_lightning.tools.suite_mcp_server import huge_text
 from slca_lightning.types import Task, ToolCall
 
-BAD_SERVER = ["-m", "slca_lightning.testing.mcp_server", "--bad-tools"]
+BAD_SERVER = ["-m", "slca_lightning.tools.suite_mcp_server", "--bad-tools"]
 HUGE = 3_000_000
 
 
@@ -100,7 +100,7 @@ def test_the_cap_is_configurable_and_checked(stdio):
 def test_a_non_json_line_on_the_wire_is_skipped_and_the_session_survives():
     code = (
         "import sys; sys.stdout.write('<html>502 Bad Gateway</html>\\n'); sys.stdout.flush(); "
-        "from slca_lightning.testing.mcp_server import main; main([])"
+        "from slca_lightning.tools.suite_mcp_server import main; main([])"
     )
     backend = MCPBackend(command=sys.executable, args=["-c", code], timeout_s=20)
     try:

@@ -108,3 +108,18 @@ def test_no_module_import_circle():
     assert not found, "import circles (each: modules that reach each other):\n" + "\n".join(
         " ↔ ".join(c) for c in found
     )
+
+
+def test_the_product_never_imports_the_test_helpers():
+    """``slca_lightning.testing`` serves tests and fixtures only; shipped configs and the
+    runtime modules never reach it."""
+    graph = import_graph()
+    runtime = {m for m in graph if not m.startswith("slca_lightning.testing")}
+    bad = sorted(
+        f"{m} -> {d}" for m in runtime for d in graph[m] if d.startswith("slca_lightning.testing")
+    )
+    assert not bad, bad
+    configs = [
+        p for p in (ROOT / "configs").rglob("*.yaml") if "slca_lightning.testing" in p.read_text()
+    ]
+    assert not configs, configs

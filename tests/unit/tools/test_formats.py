@@ -11,8 +11,8 @@ from slca_lightning.rewards import HierarchicalReward
 from slca_lightning.rollout.agent_loop import AgentLoop
 from slca_lightning.rollout.datamodule import RolloutDataModule
 from slca_lightning.rollout.engine import SamplingConfig
+from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.testing import build_tiny_tokenizer
-from slca_lightning.testing.scripted import ScriptedEngine
 from slca_lightning.tools.backends import PythonBackend
 from slca_lightning.tools.formats import HermesFormat, JSONFormat
 from slca_lightning.tools.parsing import parse_tool_calls
