@@ -7,7 +7,7 @@ from typing import Literal
 
 from callbacks.periodic_eval import PeriodicEval
 from slca_lightning.config_checks import check_args
-from slca_lightning.eval.bfcl import BFCLEvaluator
+from slca_lightning.eval.bfcl.evaluator import BFCLEvaluator
 
 
 class BFCLEval(PeriodicEval):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from callbacks.periodic_eval import PeriodicEval
 from slca_lightning.backends.base import ChatBackend
 from slca_lightning.config_checks import check_args
-from slca_lightning.eval.tau2 import Tau2Evaluator
+from slca_lightning.eval.tau2.evaluator import Tau2Evaluator
 
 
 class Tau2Eval(PeriodicEval):

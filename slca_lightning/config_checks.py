@@ -214,6 +214,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "max_response_tokens": COUNT,
         "max_tool_response_tokens": COUNT,
     },
+    "slca_lightning.rollout.scripted_engine.ScriptedEngine": {"logprob": Range("float", hi=0)},
     "slca_lightning.rollout.hf_engine.HFEngine": {
         "max_batch_size": COUNT,
         "min_shared_prefix": NATURAL,
@@ -363,14 +364,14 @@ RANGES: dict[str, dict[str, Range]] = {
         "taus": Range("float", 0, 1, each=True),
     },
     "slca_lightning.eval.metrics.SuccessAtTau": {"taus": Range("float", 0, 1, each=True)},
-    "slca_lightning.eval.bfcl.BFCLEvaluator": {
+    "slca_lightning.eval.bfcl.evaluator.BFCLEvaluator": {
         "limit": COUNT_OR_NONE,
         "seed": SEED,
         "max_new_tokens": COUNT,
         "batch_size": COUNT,
         "max_prompt_tokens": COUNT_OR_NONE,
     },
-    "slca_lightning.eval.tau2.Tau2Evaluator": {
+    "slca_lightning.eval.tau2.evaluator.Tau2Evaluator": {
         "limit": COUNT_OR_NONE,
         "trials": COUNT,
         "max_agent_turns": COUNT,
@@ -382,7 +383,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "max_tool_response_tokens": COUNT,
         "temperature": TEMPERATURE,
     },
-    "slca_lightning.eval.tau2_loop.PolicyAgent": {
+    "slca_lightning.eval.tau2.loop.PolicyAgent": {
         "max_new_tokens": COUNT,
         "max_context_tokens": COUNT_OR_NONE,
         "max_tool_response_tokens": COUNT,
@@ -390,12 +391,12 @@ RANGES: dict[str, dict[str, Range]] = {
         "batch_size": COUNT,
         "seed": SEED,
     },
-    "slca_lightning.eval.tau2_users.LLMUser": {
+    "slca_lightning.eval.tau2.users.LLMUser": {
         "temperature": TEMPERATURE,
         "max_tokens": COUNT,
         "max_turns": COUNT,
     },
-    "slca_lightning.eval.tau2_users.ScriptedUser": {"max_turns": COUNT},
+    "slca_lightning.eval.tau2.users.ScriptedUser": {"max_turns": COUNT},
     # -- callbacks -------------------------------------------------------------------------
     "slca_lightning.console.StepProgressBar": {"refresh_rate": COUNT},
     "callbacks.periodic_eval.PeriodicEval": {"every_n_steps": COUNT_OR_NONE},
@@ -443,15 +444,15 @@ RECORDS: frozenset[str] = frozenset(
         "slca_lightning.config_checks.Range",
         "slca_lightning.data.errors.RowReader",
         "slca_lightning.data.toucan_sft.SFTTrajectory",
-        "slca_lightning.eval.bfcl.BFCLReport",
+        "slca_lightning.eval.bfcl.evaluator.BFCLReport",
         "slca_lightning.tools.formats.Canonical",
-        "slca_lightning.eval.bfcl_multi_turn.MultiTurnEntry",
+        "slca_lightning.eval.bfcl.multi_turn.MultiTurnEntry",
         "slca_lightning.eval.in_domain.InDomainResult",
         "slca_lightning.eval.metrics.EpisodeStats",
         "slca_lightning.eval.registry.EvalResult",
-        "slca_lightning.eval.tau2.Tau2Report",
-        "slca_lightning.eval.tau2_loop.Conversation",
-        "slca_lightning.eval.tau2_scoring.Tau2Score",
+        "slca_lightning.eval.tau2.evaluator.Tau2Report",
+        "slca_lightning.eval.tau2.loop.Conversation",
+        "slca_lightning.eval.tau2.scoring.Tau2Score",
         "slca_lightning.rewards.judges.JudgeVerdict",
         "slca_lightning.rollout.engine.Generation",
         "slca_lightning.rollout.engine.SamplingConfig",  # built from the checked data.* keys

@@ -154,7 +154,7 @@ def _in_domain(ctx: EvalContext) -> EvalResult:
 
 
 def _bfcl(ctx: EvalContext) -> EvalResult:
-    from slca_lightning.eval.bfcl import BFCLEvaluator
+    from slca_lightning.eval.bfcl.evaluator import BFCLEvaluator
 
     try:
         evaluator = BFCLEvaluator(**ctx.options)

@@ -14,6 +14,10 @@ from typing import Any
 from slca_lightning.rollout.engine import Generation, RolloutEngine, SamplingConfig
 
 
+#: ``script(context_text, turn_index) -> next assistant text``.
+Script = Callable[[str, int], str]
+
+
 class ScriptedEngine(RolloutEngine):
     """Replies with ``script(prompt_text, turn_index)`` for every prompt.
 
@@ -24,7 +28,7 @@ class ScriptedEngine(RolloutEngine):
         logprob: the log-prob reported for each scripted token.
     """
 
-    def __init__(self, tokenizer: Any, script: Callable[[str, int], str], logprob: float = -1.0):
+    def __init__(self, tokenizer: Any, script: Script, logprob: float = -1.0):
         self.tokenizer = tokenizer
         self.script = script
         self.logprob = logprob

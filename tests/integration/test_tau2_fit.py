@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from slca_lightning.cli import main as slca_main
-from slca_lightning.eval.tau2 import Tau2Evaluator, main
+from slca_lightning.eval.tau2.evaluator import Tau2Evaluator, main
 from slca_lightning.policy import load_policy
 from slca_lightning.testing.rewards import TokenParityReward
 

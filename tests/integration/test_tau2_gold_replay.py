@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from slca_lightning.eval.tau2 import Tau2Evaluator
-from slca_lightning.eval.tau2_loop import OracleAgent
+from slca_lightning.eval.tau2.evaluator import Tau2Evaluator
+from slca_lightning.eval.tau2.loop import OracleAgent
 
 
 @pytest.mark.parametrize("domain", ["airline", "retail"])

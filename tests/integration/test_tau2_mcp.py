@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from slca_lightning.eval.tau2_env import Tau2Environment, load_domain
+from slca_lightning.eval.tau2.env import Tau2Environment, load_domain
 from slca_lightning.types import ToolCall
 
 

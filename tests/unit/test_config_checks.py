@@ -38,6 +38,8 @@ FIT = {"model": SLCAGRPOModule, "data": RolloutDataModule}  # the roots slca fit
 
 def _numeric(hint, default) -> bool:
     text = str(hint)
+    if text.startswith(("typing.Callable", "collections.abc.Callable")):
+        return False  # a function's argument types are not a setting
     if hint in (int, float) or "int" in text or "float" in text:
         return True
     return isinstance(default, (int, float)) and not isinstance(default, bool)

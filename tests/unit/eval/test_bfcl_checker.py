@@ -11,10 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slca_lightning.eval.bfcl import BFCLEvaluator, resolve_categories
-from slca_lightning.eval.bfcl_answers import oracle_outputs, render_answer, shuffled_outputs
-from slca_lightning.eval.bfcl_checker import bfcl_summary, decode_hermes, score_entry
-from slca_lightning.eval.bfcl_data import (
+from slca_lightning.eval.bfcl.answers import oracle_outputs, render_answer, shuffled_outputs
+from slca_lightning.eval.bfcl.checker import bfcl_summary, decode_hermes, score_entry
+from slca_lightning.eval.bfcl.data import (
     AST_CATEGORIES,
     CATEGORIES,
     MULTI_TURN_CATEGORIES,
@@ -23,6 +22,7 @@ from slca_lightning.eval.bfcl_data import (
     load_category,
     to_tools,
 )
+from slca_lightning.eval.bfcl.evaluator import BFCLEvaluator, resolve_categories
 
 # Possible answers the checker itself cannot accept (BFCL data): simple_java_36 / _65 give
 # typed ints/bools for an Array of String; simple_java_64 gives a HashMap answer as a bare

@@ -15,8 +15,8 @@ import torch
 from lightning.pytorch.loggers import CSVLogger
 
 from callbacks import BFCLEval
-from slca_lightning.eval.bfcl import BFCLEvaluator, main
-from slca_lightning.eval.bfcl_data import CATEGORIES, MULTI_TURN_CATEGORIES, load_category
+from slca_lightning.eval.bfcl.data import CATEGORIES, MULTI_TURN_CATEGORIES, load_category
+from slca_lightning.eval.bfcl.evaluator import BFCLEvaluator, main
 from slca_lightning.policy import load_policy
 
 

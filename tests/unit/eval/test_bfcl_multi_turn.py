@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from slca_lightning.eval.bfcl_data import MULTI_TURN_CATEGORIES
-from slca_lightning.eval.bfcl_multi_turn import (
+from slca_lightning.eval.bfcl.data import MULTI_TURN_CATEGORIES
+from slca_lightning.eval.bfcl.multi_turn import (
     call_string,
     ground_truth_steps,
     load_multi_turn,

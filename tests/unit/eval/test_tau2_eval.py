@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from slca_lightning.backends.base import CallableBackend
-from slca_lightning.eval.tau2 import Tau2Evaluator, main
-from slca_lightning.eval.tau2_loop import OracleAgent
-from slca_lightning.eval.tau2_users import STOP, LLMUser
+from slca_lightning.eval.tau2.evaluator import Tau2Evaluator, main
+from slca_lightning.eval.tau2.loop import OracleAgent
+from slca_lightning.eval.tau2.users import STOP, LLMUser
 from slca_lightning.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,8 +44,8 @@ def test_tiny_model_prompt_lists_the_tools_and_the_policy(tiny):
     model, tok = tiny
     ev = Tau2Evaluator("retail", limit=1)
     agent = ev.policy_agent(model, tok)
-    from slca_lightning.eval.tau2_env import Tau2Environment
-    from slca_lightning.eval.tau2_loop import Conversation
+    from slca_lightning.eval.tau2.env import Tau2Environment
+    from slca_lightning.eval.tau2.loop import Conversation
 
     conv = Conversation(ev.tasks[0], 0, Tau2Environment(ev.domain))
     conv.messages = [{"role": "user", "content": "hello"}]
@@ -88,7 +88,7 @@ def test_llm_user_backend_error_stops_instead_of_crashing():
         raise ConnectionError("down")
 
     user = LLMUser(CallableBackend(broken))
-    from slca_lightning.eval.tau2_env import load_domain
+    from slca_lightning.eval.tau2.env import load_domain
 
     task = load_domain("airline").task("1")
     assert user.respond(task, [{"role": "assistant", "content": "Hi"}]) == STOP
@@ -117,7 +117,7 @@ def test_bad_arguments_are_named():
 
 
 def test_task_file_errors_name_file_task_and_field():
-    from slca_lightning.eval.tau2_env import Tau2Task
+    from slca_lightning.eval.tau2.env import Tau2Task
 
     with pytest.raises(ValueError, match=r"tasks.json \[3\]: task '9': missing field"):
         Tau2Task.from_json({"id": "9"}, "airline", "tasks.json [3]")
@@ -150,7 +150,7 @@ def test_slca_eval_registry_runs_tau2_by_name():
     from types import SimpleNamespace
 
     from slca_lightning.eval.registry import get_evaluator
-    from slca_lightning.eval.tau2_loop import OracleAgent
+    from slca_lightning.eval.tau2.loop import OracleAgent
 
     ctx = SimpleNamespace(module=OracleAgent(), options={"domains": "airline", "limit": 2})
     result = get_evaluator("tau2")(ctx)

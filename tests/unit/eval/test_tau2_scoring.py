@@ -11,16 +11,16 @@ import copy
 
 import pytest
 
-from slca_lightning.eval.tau2 import Tau2Evaluator
-from slca_lightning.eval.tau2_env import Tau2Environment, Tau2Task, db_hash, load_domain
-from slca_lightning.eval.tau2_loop import Conversation, OracleAgent, run_conversations
-from slca_lightning.eval.tau2_scoring import (
+from slca_lightning.eval.tau2.env import Tau2Environment, Tau2Task, db_hash, load_domain
+from slca_lightning.eval.tau2.evaluator import Tau2Evaluator
+from slca_lightning.eval.tau2.loop import Conversation, OracleAgent, run_conversations
+from slca_lightning.eval.tau2.scoring import (
     communicated,
     pass_hat_k,
     pass_k,
     score_episode,
 )
-from slca_lightning.eval.tau2_users import STOP, ScriptedUser
+from slca_lightning.eval.tau2.users import STOP, ScriptedUser
 from slca_lightning.types import ToolCall
 
 WRITES = {
@@ -117,7 +117,7 @@ def test_pass_hat_k_on_literal_counts():
     assert pass_hat_k(0, 5, 1) == 0.0
     with pytest.raises(ValueError, match="k"):
         pass_hat_k(1, 2, 3)
-    from slca_lightning.eval.tau2_scoring import Tau2Score
+    from slca_lightning.eval.tau2.scoring import Tau2Score
 
     def s(tid, ok):
         return Tau2Score(tid, 0, float(ok))

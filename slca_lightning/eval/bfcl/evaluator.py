@@ -1,13 +1,13 @@
 """BFCL evaluation: the package's own data and checker, prompts through the chat template.
 
 :class:`BFCLEvaluator` loads the selected single-turn categories from ``bfcl-eval``
-(:mod:`~slca_lightning.eval.bfcl_data`), renders each entry with the model's chat template
+(:mod:`~slca_lightning.eval.bfcl.data`), renders each entry with the model's chat template
 and the entry's function docs as tools, generates one greedy reply per entry (``HFEngine``:
 one assistant turn, nothing executed, no stop string, so parallel calls can follow each
 other), and scores the replies with BFCL's AST / relevance checkers
-(:mod:`~slca_lightning.eval.bfcl_checker`). Multi-turn categories (by name or the
+(:mod:`~slca_lightning.eval.bfcl.checker`). Multi-turn categories (by name or the
 ``multi_turn`` group; not in ``all``) run step by step against BFCL's executable backends
-and its multi-turn checker (:mod:`~slca_lightning.eval.bfcl_multi_turn`). The report holds
+and its multi-turn checker (:mod:`~slca_lightning.eval.bfcl.multi_turn`). The report holds
 per-category accuracy and BFCL's summaries.
 
 Standalone::
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from slca_lightning.data.prompt import render_hermes_system_prompt
-from slca_lightning.eval.bfcl_checker import EntryScore, bfcl_summary, score_entry
-from slca_lightning.eval.bfcl_data import (
+from slca_lightning.eval.bfcl.checker import EntryScore, bfcl_summary, score_entry
+from slca_lightning.eval.bfcl.data import (
     AST_CATEGORIES,
     CATEGORIES,
     MULTI_TURN_CATEGORIES,
@@ -188,7 +188,7 @@ class BFCLEvaluator:
 
     def multi_turn_entries(self) -> list:
         """The selected multi-turn entries (loaded once)."""
-        from slca_lightning.eval.bfcl_multi_turn import load_multi_turn
+        from slca_lightning.eval.bfcl.multi_turn import load_multi_turn
 
         if self._mt_entries is None:
             cats = [c for c in self.categories if c in MULTI_TURN_CATEGORIES]
@@ -257,7 +257,7 @@ class BFCLEvaluator:
 
     def run_multi_turn(self, model: Any, tokenizer: Any) -> list[EntryScore]:
         """Drive and score the selected multi-turn entries (one greedy reply per step)."""
-        from slca_lightning.eval.bfcl_multi_turn import run_multi_turn, score_multi_turn
+        from slca_lightning.eval.bfcl.multi_turn import run_multi_turn, score_multi_turn
         from slca_lightning.rollout.engine import SamplingConfig
         from slca_lightning.rollout.hf_engine import HFEngine
 
@@ -313,8 +313,8 @@ def main(argv: Sequence[str] | None = None) -> BFCLReport:
         max_prompt_tokens=args.max_prompt_tokens,
     )
     if args.model == "oracle":
-        from slca_lightning.eval.bfcl_answers import oracle_outputs
-        from slca_lightning.eval.bfcl_multi_turn import ground_truth_steps, score_multi_turn
+        from slca_lightning.eval.bfcl.answers import oracle_outputs
+        from slca_lightning.eval.bfcl.multi_turn import ground_truth_steps, score_multi_turn
 
         entries = evaluator.entries()
         single = evaluator.score(entries, oracle_outputs(entries)).scores

@@ -4,7 +4,7 @@
 hermes model would produce: one ``<tool_call>`` block per call, each argument set to the
 first allowed value; an optional argument that may be left out (``""`` among its allowed
 values) is left out.
-Feeding this text through :func:`~slca_lightning.eval.bfcl_checker.score_entry` checks the
+Feeding this text through :func:`~slca_lightning.eval.bfcl.checker.score_entry` checks the
 whole decode → checker path end to end; feeding another entry's answer must fail.
 
 Python values are written as JSON. Java and JavaScript arguments are strings in BFCL (the
@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from slca_lightning.eval.bfcl_data import BFCLEntry
+from slca_lightning.eval.bfcl.data import BFCLEntry
 
 __all__ = ["NO_CALL", "oracle_outputs", "render_answer", "shuffled_outputs"]
 

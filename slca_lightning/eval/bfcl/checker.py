@@ -25,7 +25,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from slca_lightning.eval.bfcl_data import AST_CATEGORIES, MULTI_TURN_CATEGORIES, BFCLEntry
+from slca_lightning.eval.bfcl.data import AST_CATEGORIES, MULTI_TURN_CATEGORIES, BFCLEntry
 from slca_lightning.tools.parsing import parse_tool_calls
 
 __all__ = [
@@ -65,7 +65,7 @@ def install_model_config_stub() -> None:
     module = sys.modules.get(_STUB)
     if module is None:
         module = types.ModuleType(_STUB)
-        module.__doc__ = "Stub installed by slca_lightning.eval.bfcl_checker (AST checker only)."
+        module.__doc__ = "Stub installed by slca_lightning.eval.bfcl.checker (AST checker only)."
         module.MODEL_CONFIG_MAPPING = _ConfigMapping()
         sys.modules[_STUB] = module
     else:

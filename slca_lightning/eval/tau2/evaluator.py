@@ -3,8 +3,8 @@
 :class:`Tau2Evaluator` runs ``trials`` conversations per task of a domain split between an
 agent (the policy, greedy; or the gold-replaying oracle) and a simulated user (scripted, or
 an LLM through any ChatBackend), executes the agent's tools in-process on a fresh copy of
-the domain database (:mod:`~slca_lightning.eval.tau2_env`), and scores each episode like τ²
-(:mod:`~slca_lightning.eval.tau2_scoring`): final database against the gold replay, required
+the domain database (:mod:`~slca_lightning.eval.tau2.env`), and scores each episode like τ²
+(:mod:`~slca_lightning.eval.tau2.scoring`): final database against the gold replay, required
 communications, NL assertions when a judge is given; reward = product of the task's
 ``reward_basis`` parts; Pass^k over the trials.
 
@@ -28,16 +28,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slca_lightning.eval.tau2_env import Tau2Environment, load_domain
-from slca_lightning.eval.tau2_loop import (
+from slca_lightning.eval.tau2.env import Tau2Environment, load_domain
+from slca_lightning.eval.tau2.loop import (
     Conversation,
     OracleAgent,
     PolicyAgent,
     Tau2Agent,
     run_conversations,
 )
-from slca_lightning.eval.tau2_scoring import Tau2Score, pass_k, score_episode
-from slca_lightning.eval.tau2_users import LLMUser, ScriptedUser, UserSimulator
+from slca_lightning.eval.tau2.scoring import Tau2Score, pass_k, score_episode
+from slca_lightning.eval.tau2.users import LLMUser, ScriptedUser, UserSimulator
 
 __all__ = ["Tau2Evaluator", "Tau2Report", "main"]
 

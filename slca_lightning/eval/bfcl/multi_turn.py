@@ -24,8 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from slca_lightning.eval.bfcl_checker import EntryScore, install_model_config_stub
-from slca_lightning.eval.bfcl_data import MULTI_TURN_CATEGORIES, to_tools
+from slca_lightning.eval.bfcl.checker import EntryScore, install_model_config_stub
+from slca_lightning.eval.bfcl.data import MULTI_TURN_CATEGORIES, to_tools
 from slca_lightning.tools.parsing import parse_tool_calls
 
 __all__ = [

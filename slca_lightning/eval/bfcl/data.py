@@ -53,7 +53,7 @@ AST_CATEGORIES = (
 #: Scored by whether the output decodes to a call (irrelevance: must not; relevance: must).
 RELEVANCE_CATEGORIES = ("irrelevance", "live_irrelevance", "live_relevance")
 CATEGORIES = AST_CATEGORIES + RELEVANCE_CATEGORIES
-#: Multi-turn categories (:mod:`~slca_lightning.eval.bfcl_multi_turn`; not in ``CATEGORIES``).
+#: Multi-turn categories (:mod:`~slca_lightning.eval.bfcl.multi_turn`; not in ``CATEGORIES``).
 MULTI_TURN_CATEGORIES = (
     "multi_turn_base",
     "multi_turn_miss_func",

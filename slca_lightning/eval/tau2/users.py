@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from slca_lightning.eval.tau2_env import Tau2Task
+from slca_lightning.eval.tau2.env import Tau2Task
 
 __all__ = ["OUT_OF_SCOPE", "STOP", "STOP_TOKENS", "TRANSFER", "LLMUser", "ScriptedUser"]
 
