@@ -2,6 +2,22 @@
 
 Public names are re-exported here so configs can use either the full class path
 (``slca_lightning.advantages.SLCARouter``) or the short one (``slca_lightning.SLCARouter``).
+
+Floors, lowest first: a module imports only from its own floor or below, and never in a
+circle (``tests/unit/house/test_import_graph.py`` reads this list and enforces it):
+
+0. foundation: ``types``, ``logprobs``, ``moved``, ``errors``, ``cache``, ``threads``,
+   ``checkpoints``, ``reference_weights``, ``config_checks``, ``console``
+1. calls and chat: ``calls``, ``model_logprobs``, ``backends``
+2. the math: ``segmenters``, ``advantages``, ``losses``, ``rewards``
+3. data: ``data``
+4. tools: ``tools``
+5. models: ``models``, ``policy``, ``export``
+6. rollout: ``rollout``
+7. the LightningModule: ``module``
+8. evaluation: ``eval``
+9. entry points: ``callbacks``, ``cli``, ``cli_app``, ``cli_export``, ``demo``,
+   ``provenance``, ``testing``, ``slca_lightning`` (this file's re-exports)
 """
 
 __version__ = "0.1.0"
@@ -19,6 +35,7 @@ from slca_lightning.advantages import (
     group_normalize,
 )
 from slca_lightning.losses import aggregate, clipped_surrogate, k3_kl, policy_loss, token_logprobs
+from slca_lightning.moved import alias
 from slca_lightning.rewards import (
     ActionReward,
     HierarchicalReward,
@@ -86,3 +103,6 @@ __all__ = [
     "process_reward",
     "token_logprobs",
 ]
+
+# modules that moved keep importing under their old names (configs, checkpoints, scripts)
+alias({"slca_lightning.sft": "slca_lightning.models.sft"})

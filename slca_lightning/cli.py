@@ -70,11 +70,11 @@ def main(args: list[str] | None = None, run: bool = True) -> Any:
 
 
 def sft(args: list[str] | None = None, run: bool = True) -> Any:
-    """``slca sft``: LightningCLI over :class:`~slca_lightning.sft.SFTModule` and
-    :class:`~slca_lightning.sft.SFTDataModule` (``args`` without a subcommand; ``fit`` is
+    """``slca sft``: LightningCLI over :class:`~slca_lightning.models.sft.SFTModule` and
+    :class:`~slca_lightning.models.sft.SFTDataModule` (``args`` without a subcommand; ``fit`` is
     implied when ``run``), with the same checks, thread setting and provenance as ``slca
     fit``. ``model.output_dir`` receives the trained model as an HF folder."""
-    from slca_lightning.sft import SFTDataModule, SFTModule
+    from slca_lightning.models.sft import SFTDataModule, SFTModule
 
     args = list(sys.argv[2:] if args is None else args)
     return _cli(SFTModule, SFTDataModule, ["fit", *args] if run else args, run)

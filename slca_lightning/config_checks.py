@@ -228,14 +228,14 @@ RANGES: dict[str, dict[str, Range]] = {
         "seed": SEED,
     },
     # -- warm start ------------------------------------------------------------------------
-    "slca_lightning.sft.SFTModule": {
+    "slca_lightning.models.sft.SFTModule": {
         **_SFT,
         "chunk_size": COUNT,
         "share_prefix": NATURAL,
         "context_weight": NONNEG,
         "final_lr_fraction": FRACTION,
     },
-    "slca_lightning.sft.SFTDataModule": {
+    "slca_lightning.models.sft.SFTDataModule": {
         "n_tasks": NATURAL,  # 0: Toucan rows only
         "seed": SEED,
         "batch_size": COUNT,
@@ -306,7 +306,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "max_tokens": COUNT,
         "seed": SEED_OR_NONE,
     },
-    "slca_lightning.tools.cache.SimulatorCache": {
+    "slca_lightning.calls.cache.SimulatorCache": {
         "max_memory_entries": NATURAL,
         "timeout_s": POSITIVE,
     },
@@ -323,7 +323,10 @@ RANGES: dict[str, dict[str, Range]] = {
         "max_result_chars": COUNT_OR_NONE,
     },
     "slca_lightning.tools.replay.ReplayBackend": {"limit": COUNT_OR_NONE},
-    "slca_lightning.backends.engine.EngineChatBackend": {"max_tokens": COUNT, "batch_size": COUNT},
+    "slca_lightning.rollout.engine_backend.EngineChatBackend": {
+        "max_tokens": COUNT,
+        "batch_size": COUNT,
+    },
     "slca_lightning.backends.openai.OpenAIBackend": {
         "timeout_s": POSITIVE,
         "max_retries": NATURAL,
@@ -445,7 +448,7 @@ RECORDS: frozenset[str] = frozenset(
         "slca_lightning.data.errors.RowReader",
         "slca_lightning.data.toucan_sft.SFTTrajectory",
         "slca_lightning.eval.bfcl.evaluator.BFCLReport",
-        "slca_lightning.tools.formats.Canonical",
+        "slca_lightning.calls.formats.Canonical",
         "slca_lightning.eval.bfcl.multi_turn.MultiTurnEntry",
         "slca_lightning.eval.in_domain.InDomainResult",
         "slca_lightning.eval.metrics.EpisodeStats",
@@ -457,8 +460,8 @@ RECORDS: frozenset[str] = frozenset(
         "slca_lightning.rollout.engine.Generation",
         "slca_lightning.rollout.engine.SamplingConfig",  # built from the checked data.* keys
         "slca_lightning.rollout.record.RolloutRecord",
-        "slca_lightning.tools.parsing.ParseResult",
-        "slca_lightning.tools.parsing.ParsedBlock",
+        "slca_lightning.calls.parsing.ParseResult",
+        "slca_lightning.calls.parsing.ParsedBlock",
         "slca_lightning.types.Episode",
         "slca_lightning.types.RolloutBatch",
         "slca_lightning.types.ToolResult",

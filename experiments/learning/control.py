@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     from callbacks.in_domain_eval import second_judge_metrics
     from slca_lightning.cli import main as cli_main
     from slca_lightning.eval.in_domain import evaluate_in_domain
+    from slca_lightning.models.sft import SFTDataModule, SFTModule
     from slca_lightning.policy import WARM_STARTS, warm_start
     from slca_lightning.rewards import ReferenceJudge
-    from slca_lightning.sft import SFTDataModule, SFTModule
 
     spec = WARM_STARTS["suite"]
     recipe = dict(spec["recipe"])

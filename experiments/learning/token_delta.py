@@ -39,7 +39,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from slca_lightning.data import SyntheticTaskGenerator, builtin_suite, reference_answer
-    from slca_lightning.sft import build_sft_example
+    from slca_lightning.models.sft import build_sft_example
 
     ap = argparse.ArgumentParser()
     ap.add_argument("warm_start")

@@ -29,8 +29,8 @@ import torch
 from slca_lightning.eval.in_domain import greedy_loop
 from slca_lightning.eval.metrics import episode_stats
 from slca_lightning.models import suite
+from slca_lightning.models.sft import SFTDataModule, SFTModule
 from slca_lightning.policy import WARM_STARTS
-from slca_lightning.sft import SFTDataModule, SFTModule
 
 try:
     from experiments.warm_start.sweep import heldout_batches, heldout_nll

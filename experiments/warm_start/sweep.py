@@ -20,8 +20,8 @@ import lightning
 import torch
 
 from slca_lightning.data import SyntheticTaskGenerator, builtin_suite, reference_answer
+from slca_lightning.models.sft import SFTDataModule, SFTModule, build_sft_example
 from slca_lightning.policy import WARM_STARTS
-from slca_lightning.sft import SFTDataModule, SFTModule, build_sft_example
 
 
 def heldout_batches(tokenizer, lo: int = 256, hi: int = 320, batch_size: int = 16):

@@ -120,7 +120,7 @@ def no_signal_message(step: int, calls_per_episode: float | None) -> str:
     if calls_per_episode is not None and calls_per_episode == 0:
         cause = (
             "the policy made no tool call in any episode, so every group scored the same; "
-            "warm-start it with SFT on tool-calling demonstrations first (slca_lightning.sft; the built-in models' '-sft' names are warm-started)"
+            "warm-start it with SFT on tool-calling demonstrations first (slca_lightning.models.sft; the built-in models' '-sft' names are warm-started)"
         )
     else:
         cause = (

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import jsonschema
 
-from slca_lightning.rewards.gold import normalize_gold_calls
+from slca_lightning.calls.gold import normalize_gold_calls
 from slca_lightning.types import ToolCall
 
 __all__ = [

@@ -18,7 +18,7 @@ Fields:
   a valid JSON schema).
 - ``gold_calls`` (required): nested steps of ``{"name", "arguments"}`` (parallel calls share
   a step); the flat forms are accepted too (a list of names, or a list of calls, one step
-  each; see :func:`~slca_lightning.rewards.gold.normalize_gold_calls`). ``[]`` = no call.
+  each; see :func:`~slca_lightning.calls.gold.normalize_gold_calls`). ``[]`` = no call.
   Every name must be among the allowed tools.
 - ``subset`` (optional): ``"tool_call"`` or ``"irrelevant"``; default ``"irrelevant"`` when
   the gold is empty, else ``"tool_call"``; it must agree with the gold.
@@ -44,9 +44,9 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from slca_lightning.calls.gold import normalize_gold_calls
 from slca_lightning.data.errors import JsonlTaskFormatError, RowReader, iter_jsonl
 from slca_lightning.data.prompt import render_hermes_system_prompt
-from slca_lightning.rewards.gold import normalize_gold_calls
 from slca_lightning.types import Task
 
 __all__ = ["JsonlTaskFormatError", "load_jsonl_tasks", "save_jsonl_tasks", "task_to_record"]

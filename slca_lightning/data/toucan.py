@@ -14,7 +14,7 @@ Field rules:
 - ``prompt`` (required) becomes ``Task.messages`` as is (multi-turn prompts included).
 - ``reward_model.ground_truth`` (required; an object, or a JSON string holding one).
 - ``gold_tool_calls`` (required): nested steps, a flat list of names, or a flat list of
-  calls (:func:`~slca_lightning.rewards.gold.normalize_gold_calls`). ``Task.gold_format``
+  calls (:func:`~slca_lightning.calls.gold.normalize_gold_calls`). ``Task.gold_format``
   is ``"flat"`` for names and ``"nested"`` otherwise; a row with empty gold takes the
   shape the rest of the file uses (``"nested"`` when no row has gold). The raw shape is
   kept in ``metadata["gold_shape"]``. One info log per file says which shape was seen.

@@ -1,4 +1,4 @@
-"""Toucan-1.5M SFT rows → warm-start chats (for :mod:`slca_lightning.sft`) and a replay table.
+"""Toucan-1.5M SFT rows → warm-start chats (for :mod:`slca_lightning.models.sft`) and a replay table.
 
 The released SFT config (``Agent-Ark/Toucan-1.5M``, config ``SFT``) has one row per
 trajectory with the string columns ``uuid``, ``subset_name``, ``question``,
@@ -17,7 +17,7 @@ Parsing is safe: Python literals go through :func:`ast.literal_eval` (never ``ev
 
 Outputs:
 
-- :func:`sft_messages`: the chat :func:`~slca_lightning.sft.build_sft_example` trains on:
+- :func:`sft_messages`: the chat :func:`~slca_lightning.models.sft.build_sft_example` trains on:
   the hermes system prompt listing the tools (as the RL rows), the user turns, one assistant
   turn per step holding its text and one ``<tool_call>`` block per call, one ``tool``
   message per response, and the final assistant reply;
@@ -33,9 +33,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from slca_lightning.calls.schema import canonical_arguments
 from slca_lightning.data.prompt import render_hermes_system_prompt
 from slca_lightning.data.synthetic import tool_call_block
-from slca_lightning.tools.schema import canonical_arguments
 from slca_lightning.types import ToolCall
 
 __all__ = [

@@ -37,14 +37,14 @@ from dataclasses import dataclass
 import torch
 from torchmetrics import Metric
 
+from slca_lightning.calls.parsing import parse_tool_calls
+from slca_lightning.calls.schema import canonical_arguments, index_schemas, validate_arguments
 from slca_lightning.rewards.process import (
     action_score,
     check_process_weights,
     first_step_calls,
     process_reward_from_parse,
 )
-from slca_lightning.tools.parsing import parse_tool_calls
-from slca_lightning.tools.schema import canonical_arguments, index_schemas, validate_arguments
 from slca_lightning.types import Episode
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The built-in models' SFT warm starts (``"tiny-sft"``, ``"suite-sft"``), trained once and cached.
 
-:func:`warm_start` runs SFT (:mod:`slca_lightning.sft`) of a built-in model on
+:func:`warm_start` runs SFT (:mod:`slca_lightning.models.sft`) of a built-in model on
 demonstrations of the synthetic suite and caches the result on disk, keyed by its settings.
 """
 
@@ -86,7 +86,7 @@ def warm_start(
     """
     import lightning
 
-    from slca_lightning.sft import SFTDataModule, SFTModule
+    from slca_lightning.models.sft import SFTDataModule, SFTModule
 
     if base not in WARM_STARTS:
         raise ValueError(f"unknown built-in model {base!r}; choose one of {sorted(WARM_STARTS)}")

@@ -3,6 +3,8 @@
 ``class_path: slca_lightning.rewards.HierarchicalReward`` and the short names both work.
 """
 
+from slca_lightning.calls.gold import normalize_gold_calls
+from slca_lightning.moved import alias
 from slca_lightning.rewards.base import (
     CHANNEL_CLASSES,
     ChannelReward,
@@ -12,7 +14,6 @@ from slca_lightning.rewards.base import (
     task_question,
     validate_reward_output,
 )
-from slca_lightning.rewards.gold import normalize_gold_calls
 from slca_lightning.rewards.hierr import PROCESS_COMPONENTS, HierarchicalReward
 from slca_lightning.rewards.judges import (
     DEFAULT_JUDGE_PROMPT,
@@ -79,3 +80,6 @@ __all__ = [
     "token_f1",
     "validate_reward_output",
 ]
+
+# old module paths (before the move to slca_lightning.calls) keep importing
+alias({"slca_lightning.rewards.gold": "slca_lightning.calls.gold"})

@@ -44,6 +44,8 @@ from collections import Counter
 
 import torch
 
+from slca_lightning.calls.env_errors import report_env_error
+from slca_lightning.calls.parsing import parse_tool_calls, strip_think
 from slca_lightning.rewards.base import (
     ChannelReward,
     RewardHead,
@@ -59,8 +61,6 @@ from slca_lightning.rewards.process import (
 )
 from slca_lightning.rewards.rltr import RLTRReward
 from slca_lightning.rewards.toolpo import ActionReward
-from slca_lightning.tools.env_errors import report_env_error
-from slca_lightning.tools.parsing import parse_tool_calls, strip_think
 from slca_lightning.types import Episode, RewardOutput
 
 __all__ = ["PROCESS_COMPONENTS", "HierarchicalReward"]

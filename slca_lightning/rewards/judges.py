@@ -411,7 +411,7 @@ class LLMJudge(SummaryJudge):
         cache: bool = False,
         cache_path: str | None = None,
     ) -> None:
-        from slca_lightning.tools.cache import SimulatorCache
+        from slca_lightning.calls.cache import SimulatorCache
 
         self.backend = backend
         self.temperature = temperature

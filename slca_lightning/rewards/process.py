@@ -53,8 +53,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from slca_lightning.rewards.gold import normalize_gold_calls
-from slca_lightning.tools.parsing import ParseResult, parse_tool_calls
+from slca_lightning.calls.gold import normalize_gold_calls
+from slca_lightning.calls.parsing import ParseResult, parse_tool_calls
 from slca_lightning.types import ToolCall
 
 __all__ = [

@@ -9,7 +9,7 @@
 (parallel calls of one block in their written order), after stripping ``<think>`` text.
 Two calls are identical when their names and canonical arguments (sorted-key JSON) are.
 Invalid calls and malformedness come from the parser
-(:class:`~slca_lightning.tools.parsing.ParseResult` ``.n_invalid_calls`` / ``.malformed``).
+(:class:`~slca_lightning.calls.parsing.ParseResult` ``.n_invalid_calls`` / ``.malformed``).
 The verifier is pluggable: :class:`GoldCoverageVerifier` is deterministic and offline,
 :class:`LLMCompletenessVerifier` asks an LLM N times. Under RLTR only the tool tokens learn
 from this channel (the summariser is frozen).
@@ -26,9 +26,9 @@ from typing import Any
 import torch
 
 from slca_lightning.backends.base import ChatBackend, chat_batch_tolerant
+from slca_lightning.calls.gold import normalize_gold_calls
+from slca_lightning.calls.parsing import parse_tool_calls
 from slca_lightning.rewards.base import ChannelReward, check_finite, task_question
-from slca_lightning.rewards.gold import normalize_gold_calls
-from slca_lightning.tools.parsing import parse_tool_calls
 from slca_lightning.types import Episode, Task, ToolCall
 
 __all__ = [

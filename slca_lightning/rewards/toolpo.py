@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from slca_lightning.calls.gold import normalize_gold_calls
+from slca_lightning.calls.parsing import parse_tool_calls
 from slca_lightning.rewards.base import ChannelReward, check_finite
-from slca_lightning.rewards.gold import normalize_gold_calls
 from slca_lightning.rewards.process import action_score
-from slca_lightning.tools.parsing import parse_tool_calls
 from slca_lightning.types import Episode
 
 __all__ = ["ActionReward"]

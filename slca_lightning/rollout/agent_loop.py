@@ -33,12 +33,12 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any, Literal
 
+from slca_lightning.calls.env_errors import env_error_json, report_env_error
+from slca_lightning.calls.formats import HermesFormat, ToolCallFormat
+from slca_lightning.calls.parsing import parse_tool_calls
+from slca_lightning.calls.sanitize import clean_call, clean_text, preview
 from slca_lightning.config_checks import check_args
 from slca_lightning.rollout.engine import RolloutEngine, SamplingConfig
-from slca_lightning.tools.env_errors import env_error_json, report_env_error
-from slca_lightning.tools.formats import HermesFormat, ToolCallFormat
-from slca_lightning.tools.parsing import parse_tool_calls
-from slca_lightning.tools.sanitize import clean_call, clean_text, preview
 from slca_lightning.types import Episode, Task, ToolCall, ToolResult
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ MAX_CHARS_PER_TOKEN = 32
 def middle_cut(tokenizer: Any, text: str, max_tokens: int) -> tuple[str, bool]:
     """Keep the first and last ``max_tokens // 2`` tokens of ``text``; True if cut.
 
-    ``text`` is cleaned first (:func:`~slca_lightning.tools.sanitize.clean_text`: a lone
+    ``text`` is cleaned first (:func:`~slca_lightning.calls.sanitize.clean_text`: a lone
     surrogate makes fast tokenizers raise ``TypeError``), and when it is longer than
     ``2 × MAX_CHARS_PER_TOKEN × max_tokens`` characters its middle is first cut by
     characters (marked ``...[N characters truncated]...``), so the tokenizer's work is
@@ -113,7 +113,7 @@ class AgentLoop:
         max_response_tokens: response budget, sampled plus injected tokens (paper: 8192).
         max_tool_response_tokens: middle-cut length of one tool response (paper: 2048).
         render_check: ``"strict"``, ``"warn"`` or ``"off"`` (see module docstring).
-        tool_format: reads each turn's calls (:mod:`~slca_lightning.tools.formats`; default
+        tool_format: reads each turn's calls (:mod:`~slca_lightning.calls.formats`; default
             hermes). The episode's ``assistant_texts`` hold its canonical (hermes) text, what
             rewards and metrics read; the chat history and the token ids keep the raw text.
     """
@@ -191,7 +191,7 @@ class AgentLoop:
         Every entry the model wrote counts toward ``max_calls_per_turn``, in order: a valid
         call, an invalid entry, a block that failed before its entries, an unmatched tag.
         The first ``max_calls_per_turn`` entries are answered one each (a valid call as a
-        :func:`~slca_lightning.tools.sanitize.clean_call` copy: the simulator never sees a
+        :func:`~slca_lightning.calls.sanitize.clean_call` copy: the simulator never sees a
         lone surrogate or a control character); all the others share one ``too_many_calls``
         observation that says how many were not executed, so a turn has at most
         ``max_calls_per_turn + 1`` observations however many entries its blocks hold.
@@ -317,11 +317,11 @@ class AgentLoop:
         (``simulate_batch``), from rendering or tokenising an observation or the glue
         around it becomes an ``env_error`` observation in place of what failed, counted in
         :attr:`stats` as ``env_errors`` and ``env_errors/<ExceptionType>`` (the first
-        traceback of each type is logged, see :mod:`slca_lightning.tools.env_errors`). If
+        traceback of each type is logged, see :mod:`slca_lightning.calls.env_errors`). If
         even the error observations cannot be rendered, the episode ends there
         (``finish_reason="max_turns"``: cut by the environment, counted as
         ``env_cut_episodes``). Observation contents are cleaned
-        (:func:`~slca_lightning.tools.sanitize.clean_text`) before anything reads them.
+        (:func:`~slca_lightning.calls.sanitize.clean_text`) before anything reads them.
         """
 
         def env_error(exc: BaseException, where: str, n: int = 1) -> str:

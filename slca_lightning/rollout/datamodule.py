@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 import lightning as L
 
+from slca_lightning.calls.env_errors import EnvironmentBrokenError
+from slca_lightning.calls.formats import HermesFormat, ToolCallFormat
 from slca_lightning.config_checks import check_args
 from slca_lightning.data.sources import SyntheticTasks, TaskSource
 from slca_lightning.policy import rollout_weights
@@ -29,8 +31,6 @@ from slca_lightning.rollout.collate import collate_episodes
 from slca_lightning.rollout.engine import TURN_END_STOPS, RolloutEngine, SamplingConfig
 from slca_lightning.rollout.hf_engine import HFEngine
 from slca_lightning.tools.backends import PythonBackend
-from slca_lightning.tools.env_errors import EnvironmentBrokenError
-from slca_lightning.tools.formats import HermesFormat, ToolCallFormat
 from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolSimulator
 from slca_lightning.types import RolloutBatch, Task
 
@@ -177,12 +177,12 @@ class RolloutDataModule(L.LightningDataModule):
         max_env_error_rate: environment errors (exceptions from the simulator, its backend,
             observation rendering or tokenisation, each an error observation, logged as
             ``env/errors/<Type>``) per observation of a step above which the run stops with
-            :class:`~slca_lightning.tools.env_errors.EnvironmentBrokenError`: a broken
+            :class:`~slca_lightning.calls.env_errors.EnvironmentBrokenError`: a broken
             environment must not train silently. None disables the check.
         min_env_errors: the check only fires from this many errors in the step, so one
             exception never ends a fit by itself.
         tool_format: how the model writes its calls
-            (:mod:`~slca_lightning.tools.formats`; default the paper's hermes tags). Another
+            (:mod:`~slca_lightning.calls.formats`; default the paper's hermes tags). Another
             format's calls are rewritten as hermes blocks for every reward and metric;
             the trained tokens stay the model's own.
     """

@@ -13,7 +13,6 @@ from typing import Any
 
 from slca_lightning.rollout.engine import Generation, RolloutEngine, SamplingConfig
 
-
 #: ``script(context_text, turn_index) -> next assistant text``.
 Script = Callable[[str, int], str]
 

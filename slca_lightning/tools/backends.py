@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from slca_lightning.backends.base import ChatBackend
+from slca_lightning.calls.parsing import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, strip_think
+from slca_lightning.calls.sanitize import safe_str
+from slca_lightning.calls.schema import canonical_arguments, tool_function
 from slca_lightning.tools.base import ToolError
-from slca_lightning.tools.parsing import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, strip_think
-from slca_lightning.tools.sanitize import safe_str
-from slca_lightning.tools.schema import canonical_arguments, tool_function
 from slca_lightning.tools.sgls import ToolBackend, to_observation
 from slca_lightning.types import Task, ToolCall
 

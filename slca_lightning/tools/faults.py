@@ -31,8 +31,8 @@ import threading
 import time
 from typing import Any
 
+from slca_lightning.calls.schema import canonical_arguments
 from slca_lightning.tools.base import ToolBackend
-from slca_lightning.tools.schema import canonical_arguments
 from slca_lightning.types import Task, ToolCall
 
 __all__ = [

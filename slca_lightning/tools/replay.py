@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from slca_lightning.tools.schema import canonical_arguments
+from slca_lightning.calls.schema import canonical_arguments
 from slca_lightning.tools.sgls import ToolBackend
 from slca_lightning.types import Task, ToolCall
 

@@ -9,7 +9,7 @@ For each call :class:`SchemaGuidedSimulator` does, in order:
    ``jsonschema`` (types, enums, ...): ``Invalid arguments for tool '<name>': <messages>.``
 2. A cache lookup keyed by (tool name, canonical arguments, the tool's schema, and the task
    id when ``cache_scope="task"``): the schema is part of the key because two tasks may ship
-   different tools under one name. The cache is a :class:`~slca_lightning.tools.cache.
+   different tools under one name. The cache is a :class:`~slca_lightning.calls.cache.
    SimulatorCache`: memory, plus a SQLite file when ``cache_path`` is set (WAL, shared by
    threads and processes, kept across restarts, so an identical rerun calls no backend).
 3. The :class:`ToolBackend` (an LLM role-playing the API server, a real Python function,
@@ -51,15 +51,15 @@ import time
 from collections import Counter, deque
 from typing import Any, Literal
 
-from slca_lightning.tools.base import ToolBackend, ToolError, ToolSimulator, to_observation
-from slca_lightning.tools.env_errors import report_env_error
-from slca_lightning.tools.sanitize import MAX_NAME_CHARS, clean_call, clean_text, safe_str
-from slca_lightning.tools.schema import (
+from slca_lightning.calls.env_errors import report_env_error
+from slca_lightning.calls.sanitize import MAX_NAME_CHARS, clean_call, clean_text, safe_str
+from slca_lightning.calls.schema import (
     canonical_arguments,
     index_schemas,
     required_params,
     validate_arguments,
 )
+from slca_lightning.tools.base import ToolBackend, ToolError, ToolSimulator, to_observation
 from slca_lightning.types import Task, ToolCall, ToolResult
 
 __all__ = [
@@ -91,7 +91,7 @@ STAT_KEYS = (
 
 def unknown_tool_message(name: str) -> str:
     """METHOD §7's exact text for a call to a tool the task does not offer (the name is
-    cleaned: :func:`~slca_lightning.tools.sanitize.clean_text`, at most 256 characters)."""
+    cleaned: :func:`~slca_lightning.calls.sanitize.clean_text`, at most 256 characters)."""
     return (
         f"Tool '{clean_text(name, MAX_NAME_CHARS)}' not found in the current available tools set."
     )
@@ -161,7 +161,7 @@ class SchemaGuidedSimulator(ToolSimulator):
         max_workers: int = 8,
         latency_window: int = 10_000,
     ) -> None:
-        from slca_lightning.tools.cache import SimulatorCache
+        from slca_lightning.calls.cache import SimulatorCache
 
         if cache_scope not in ("global", "task"):
             raise ValueError(f"cache_scope must be 'global' or 'task', got {cache_scope!r}")
@@ -233,7 +233,7 @@ class SchemaGuidedSimulator(ToolSimulator):
     def __call__(self, call: ToolCall, task: Task) -> ToolResult:
         """Answer one call (see the module docstring); never raises.
 
-        The call is cleaned first (:func:`~slca_lightning.tools.sanitize.clean_call`: no
+        The call is cleaned first (:func:`~slca_lightning.calls.sanitize.clean_call`: no
         lone surrogates or control characters, capped lengths and depth; a no-op on a call
         the agent loop already cleaned), so the backend, the cache and the observation
         only ever see encodable text. An exception escaping the steps below (a bug, a

@@ -15,8 +15,7 @@ import sys
 
 import pytest
 
-from slca_lightning.tools.backends import PythonBackend, ScriptedBackend
-from slca_lightning.tools.fidelity import (
+from slca_lightning.eval.fidelity import (
     _schemas_for,
     as_simulator,
     build,
@@ -25,6 +24,7 @@ from slca_lightning.tools.fidelity import (
     main,
     run_fidelity,
 )
+from slca_lightning.tools.backends import PythonBackend, ScriptedBackend
 from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolBackend
 from slca_lightning.types import ToolCall
 

@@ -22,13 +22,13 @@ from dataclasses import replace
 import lightning as L
 import pytest
 
+from slca_lightning.calls.env_errors import EnvironmentBrokenError
+from slca_lightning.calls.parsing import parse_tool_calls
+from slca_lightning.calls.sanitize import is_clean
 from slca_lightning.cli import main
 from slca_lightning.data.sources import SyntheticTasks
 from slca_lightning.rollout.agent_loop import not_executed
 from slca_lightning.rollout.scripted_engine import ScriptedEngine
-from slca_lightning.tools.env_errors import EnvironmentBrokenError
-from slca_lightning.tools.parsing import parse_tool_calls
-from slca_lightning.tools.sanitize import is_clean
 from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolBackend
 
 CAP = 16

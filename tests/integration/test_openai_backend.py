@@ -166,7 +166,7 @@ def test_chat_batch_overlaps_requests_up_to_max_in_flight():
 
 
 def test_tiny_model_behind_the_server_answers_like_in_process():
-    from slca_lightning.backends import EngineChatBackend
+    from slca_lightning.rollout.engine_backend import EngineChatBackend
 
     engine = EngineChatBackend("tiny", max_tokens=8)
     messages = [{"role": "user", "content": "What is 2 + 3?"}]

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
+from slca_lightning.calls.cache import SimulatorCache
 from slca_lightning.rollout.engine import Generation
 from slca_lightning.rollout.hf_engine import HFEngine
-from slca_lightning.tools.cache import SimulatorCache
 
 STEPS = 4
 KILL_AT = 2  # optimiser steps done when the kill comes (the third step is running)

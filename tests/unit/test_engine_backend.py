@@ -1,6 +1,6 @@
 """EngineChatBackend: a real (tiny, random) local model answers as the SGLS tool server."""
 
-from slca_lightning.backends import EngineChatBackend
+from slca_lightning.rollout.engine_backend import EngineChatBackend
 from slca_lightning.tools.backends import LLMBackend
 from slca_lightning.tools.sgls import SchemaGuidedSimulator
 from slca_lightning.types import Task, ToolCall

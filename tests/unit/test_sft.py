@@ -8,13 +8,18 @@ import torch
 from torch.utils.data import DataLoader
 
 from slca_lightning.data import SyntheticTaskGenerator, reference_answer
+from slca_lightning.models.sft import (
+    SFTDataModule,
+    SFTModule,
+    TemplateRewriteError,
+    build_sft_example,
+)
 from slca_lightning.policy import (
     LoraSettings,
     common_prefix_len,
     sequence_logprobs,
     shared_prefix_logprobs,
 )
-from slca_lightning.sft import SFTDataModule, SFTModule, TemplateRewriteError, build_sft_example
 from slca_lightning.testing.tiny import build_tiny_tokenizer
 
 SHORT = [

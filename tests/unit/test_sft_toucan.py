@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from slca_lightning.data.toucan_sft import ToucanSFTFormatError, load_toucan_sft, sft_messages
-from slca_lightning.sft import SFTDataModule, SFTModule
+from slca_lightning.models.sft import SFTDataModule, SFTModule
 from slca_lightning.testing.tiny import build_tiny_tokenizer
 
 ROWS = Path(__file__).resolve().parents[1] / "fixtures" / "toucan_sft_sample.jsonl"

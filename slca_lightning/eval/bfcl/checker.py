@@ -2,7 +2,7 @@
 
 * :func:`decode_hermes` turns the model's hermes ``<tool_call>`` text into the checker's
   form ``[{func_name: {arg: value}}]``, with the project's parser
-  (:func:`~slca_lightning.tools.parsing.parse_tool_calls`, reasoning blocks stripped). Like
+  (:func:`~slca_lightning.calls.parsing.parse_tool_calls`, reasoning blocks stripped). Like
   BFCL's Qwen FC handler it keeps the calls of every well-formed block and drops blocks that
   are not valid JSON calls; text without any block decodes to ``[]``.
 * :func:`score_entry` runs ``bfcl_eval``'s ``ast_checker`` on the AST categories and, for
@@ -25,8 +25,8 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from slca_lightning.calls.parsing import parse_tool_calls
 from slca_lightning.eval.bfcl.data import AST_CATEGORIES, MULTI_TURN_CATEGORIES, BFCLEntry
-from slca_lightning.tools.parsing import parse_tool_calls
 
 __all__ = [
     "CHECKER_MODEL_NAME",

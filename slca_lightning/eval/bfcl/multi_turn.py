@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from slca_lightning.calls.parsing import parse_tool_calls
 from slca_lightning.eval.bfcl.checker import EntryScore, install_model_config_stub
 from slca_lightning.eval.bfcl.data import MULTI_TURN_CATEGORIES, to_tools
-from slca_lightning.tools.parsing import parse_tool_calls
 
 __all__ = [
     "MAXIMUM_STEP_LIMIT",

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slca_lightning.tools.schema import validate_arguments
+from slca_lightning.calls.schema import validate_arguments
 from slca_lightning.types import ToolCall, ToolResult
 
 __all__ = [

@@ -222,7 +222,7 @@ class Tau2Evaluator:
 def _backend(model: str | None, url: str | None, what: str) -> Any:
     if model is None:
         raise SystemExit(f"--{what} llm needs --{what}-model")
-    from slca_lightning.backends import EngineChatBackend, OpenAIBackend
+    from slca_lightning.rollout.engine_backend import EngineChatBackend, OpenAIBackend
 
     return OpenAIBackend(url, model) if url else EngineChatBackend(model)
 

@@ -2,7 +2,7 @@
 
 A conversation opens with τ²'s fixed agent greeting; then the user writes, and the agent
 answers with either a message to the user or ``<tool_call>`` blocks (hermes format, parsed
-by :func:`~slca_lightning.tools.parsing.parse_tool_calls`). Calls run on the episode's
+by :func:`~slca_lightning.calls.parsing.parse_tool_calls`). Calls run on the episode's
 :class:`~slca_lightning.eval.tau2.env.Tau2Environment`; every unparseable block, unknown
 tool or bad argument becomes an error observation, and the agent goes on. A message without
 a call goes to the user, whose reply may end the conversation with a stop token. Caps:
@@ -23,11 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from slca_lightning.calls.parsing import parse_tool_calls
 from slca_lightning.data.prompt import render_hermes_system_prompt
 from slca_lightning.eval.tau2.env import Tau2Environment, Tau2Task
 from slca_lightning.eval.tau2.scoring import user_facing_text
 from slca_lightning.eval.tau2.users import GREETING, OUT_OF_SCOPE, STOP_TOKENS, TRANSFER
-from slca_lightning.tools.parsing import parse_tool_calls
 from slca_lightning.types import ToolCall, ToolResult
 
 __all__ = ["Conversation", "OracleAgent", "PolicyAgent", "Tau2Agent", "run_conversations"]

@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slca_lightning.calls.parsing import strip_think
 from slca_lightning.eval.tau2.env import Tau2Domain, Tau2Task
-from slca_lightning.tools.parsing import strip_think
 from slca_lightning.types import ToolResult
 
 __all__ = [

@@ -16,7 +16,7 @@ from slca_lightning.data import (
 from slca_lightning.types import ToolCall
 
 try:
-    from slca_lightning.tools.parsing import parse_tool_calls
+    from slca_lightning.calls.parsing import parse_tool_calls
 except ImportError:  # pragma: no cover - the parser is written elsewhere
     parse_tool_calls = None
 

@@ -123,3 +123,52 @@ def test_the_product_never_imports_the_test_helpers():
         p for p in (ROOT / "configs").rglob("*.yaml") if "slca_lightning.testing" in p.read_text()
     ]
     assert not configs, configs
+
+
+def floors() -> dict[str, int]:
+    """The floor of each top-level part, read from the package docstring's list."""
+    import re
+
+    import slca_lightning
+
+    doc = slca_lightning.__doc__ or ""
+    text = doc[doc.index("Floors, lowest first") :]
+    found: dict[str, int] = {}
+    for number, body in re.findall(r"^(\d+)\. [^:\n]+:((?:.|\n   )*)", text, flags=re.M):
+        for name in re.findall(r"``([a-z_]+)``", body):
+            found[name] = int(number)
+    return found
+
+
+def unit(module: str) -> str:
+    """The top-level part a module belongs to (``slca_lightning.rollout.x`` → ``rollout``)."""
+    parts = module.split(".")
+    if parts[0] != "slca_lightning":
+        return parts[0]
+    return parts[1] if len(parts) > 1 else "slca_lightning"
+
+
+def test_every_part_has_a_floor():
+    floor = floors()
+    assert floor["types"] == 0 and floor["callbacks"] == 9
+    missing = sorted({unit(m) for m in import_graph()} - set(floor))
+    assert not missing, f"add these to the floors in slca_lightning/__init__.py: {missing}"
+
+
+def test_imports_never_go_up_a_floor():
+    floor = floors()
+    graph = import_graph()
+    up = sorted(
+        f"{m} (floor {floor[unit(m)]}) -> {d} (floor {floor[unit(d)]})"
+        for m, deps in graph.items()
+        for d in deps
+        if floor.get(unit(d), -1) > floor.get(unit(m), 99)
+    )
+    assert not up, "imports that go up a floor:\n" + "\n".join(up)
+
+
+def test_no_circle_between_parts():
+    parts: dict[str, set[str]] = {}
+    for m, deps in import_graph().items():
+        parts.setdefault(unit(m), set()).update(unit(d) for d in deps if unit(d) != unit(m))
+    assert not cycles(parts), cycles(parts)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slca_lightning.rewards.gold import normalize_gold_calls
+from slca_lightning.calls.gold import normalize_gold_calls
 from slca_lightning.types import ToolCall
 
 DATA = Path(__file__).resolve().parents[2] / "fixtures" / "toucan_rl_preview.jsonl"

@@ -11,6 +11,7 @@ import math
 import pytest
 import torch
 
+from slca_lightning.calls.parsing import parse_tool_calls
 from slca_lightning.rewards import (
     ActionReward,
     ChannelReward,
@@ -27,7 +28,6 @@ from slca_lightning.rewards import (
     validate_reward_output,
 )
 from slca_lightning.testing.rewards import TokenParityReward
-from slca_lightning.tools.parsing import parse_tool_calls
 from slca_lightning.types import Episode, RewardOutput, Task, ToolCall, ToolResult
 
 WEATHER = ToolCall("get_weather", {"city": "Paris"})

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from slca_lightning.calls.formats import HermesFormat, JSONFormat
+from slca_lightning.calls.parsing import parse_tool_calls
 from slca_lightning.rewards import HierarchicalReward
 from slca_lightning.rollout.agent_loop import AgentLoop
 from slca_lightning.rollout.datamodule import RolloutDataModule
@@ -14,8 +16,6 @@ from slca_lightning.rollout.engine import SamplingConfig
 from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.testing import build_tiny_tokenizer
 from slca_lightning.tools.backends import PythonBackend
-from slca_lightning.tools.formats import HermesFormat, JSONFormat
-from slca_lightning.tools.parsing import parse_tool_calls
 from slca_lightning.tools.sgls import SchemaGuidedSimulator
 from slca_lightning.types import Task, ToolCall
 

@@ -1,5 +1,5 @@
-"""Sanitising model-chosen strings (slca_lightning.tools.sanitize) and environment-error
-reporting (slca_lightning.tools.env_errors)."""
+"""Sanitising model-chosen strings (slca_lightning.calls.sanitize) and environment-error
+reporting (slca_lightning.calls.env_errors)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from slca_lightning.tools.env_errors import env_error_json, report_env_error
-from slca_lightning.tools.sanitize import (
+from slca_lightning.calls.env_errors import env_error_json, report_env_error
+from slca_lightning.calls.sanitize import (
     MAX_DEPTH,
     MAX_NAME_CHARS,
     clean_call,

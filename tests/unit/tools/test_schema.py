@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slca_lightning.tools.schema import (
+from slca_lightning.calls.schema import (
     canonical_arguments,
     index_schemas,
     required_params,

@@ -15,8 +15,8 @@ import pytest
 
 from callbacks.simulator_stats import SimulatorStats
 from slca_lightning.backends import CallableBackend
+from slca_lightning.calls.cache import SimulatorCache
 from slca_lightning.tools.backends import LLMBackend, PythonBackend, ScriptedBackend
-from slca_lightning.tools.cache import SimulatorCache
 from slca_lightning.tools.faults import FaultInjector, InjectedMalformed
 from slca_lightning.tools.replay import ReplayBackend
 from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolBackend, percentile

@@ -1,7 +1,7 @@
 """Tool-call formats: how a model writes a call, turned into the hermes text every reward reads.
 
 Rewards, metrics and checkers in this project read calls with
-:func:`~slca_lightning.tools.parsing.parse_tool_calls`, the hermes ``<tool_call>`` parser
+:func:`~slca_lightning.calls.parsing.parse_tool_calls`, the hermes ``<tool_call>`` parser
 whose block counts define METHOD §4.1's ``fmt``. A model that writes its calls another way
 is served by a :class:`ToolCallFormat`: the agent loop hands it each assistant turn's text,
 and the format returns the *canonical* text, the same turn with each call it recognises
@@ -28,7 +28,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from slca_lightning.tools.parsing import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, parse_tool_calls
+from slca_lightning.calls.parsing import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, parse_tool_calls
 
 __all__ = ["Canonical", "HermesFormat", "JSONFormat", "ToolCallFormat"]
 

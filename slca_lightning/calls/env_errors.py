@@ -18,7 +18,7 @@ import threading
 import traceback
 from collections import Counter
 
-from slca_lightning.tools.sanitize import clean_text, safe_str
+from slca_lightning.calls.sanitize import clean_text, safe_str
 
 __all__ = ["EnvironmentBrokenError", "env_error_json", "report_env_error"]
 

@@ -20,7 +20,7 @@ top-level keys) and value agreement (share of the real response's keys whose val
 simulator got right), plus errors on either side. The summary also holds the simulator's
 ``sim_output_invalid``, ``sim_retries`` and ``sim_backend_calls`` counters.
 
-    python -m slca_lightning.tools.fidelity --n 20
+    python -m slca_lightning.eval.fidelity --n 20
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import shlex
 import sys
 from typing import Any
 
-from slca_lightning.tools.schema import index_schemas, validate_arguments
+from slca_lightning.calls.schema import index_schemas, validate_arguments
 from slca_lightning.tools.sgls import (
     SchemaGuidedSimulator,
     ToolBackend,
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         simulator = build({"class_path": ns.simulator, "init_args": init_args})
         name = ns.simulator.rpartition(".")[2]
     else:
-        from slca_lightning.backends.engine import EngineChatBackend
+        from slca_lightning.rollout.engine_backend import EngineChatBackend
         from slca_lightning.tools.backends import LLMBackend
 
         chat = EngineChatBackend(ns.model, max_tokens=ns.max_tokens)
