@@ -9,7 +9,7 @@ circle (``tests/unit/house/test_import_graph.py`` reads this list and enforces i
 0. foundation: ``types``, ``logprobs``, ``moved``, ``errors``, ``cache``, ``threads``,
    ``checkpoints``, ``reference_weights``, ``config_checks``, ``console``
 1. calls and chat: ``calls``, ``model_logprobs``, ``backends``
-2. the math: ``segmenters``, ``advantages``, ``losses``, ``rewards``
+2. the math: ``segmenters``, ``advantages``, ``loss_terms``, ``losses``, ``rewards``
 3. data: ``data``
 4. tools: ``tools``
 5. models: ``models``, ``policy``, ``export``

@@ -266,7 +266,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "seed": SEED_OR_NONE,
         "max_result_chars": COUNT_OR_NONE,
     },
-    "slca_lightning.rewards.judges.RuleJudge": {
+    "slca_lightning.rewards.rule_judge.RuleJudge": {
         "grounding_weight": NONNEG,
         "coverage_weight": NONNEG,
         "length_weight": NONNEG,

@@ -20,9 +20,7 @@ from slca_lightning.rewards.judges import (
     JudgeRequest,
     JudgeVerdict,
     LLMJudge,
-    RuleJudge,
     SummaryJudge,
-    extract_facts,
     parse_rating,
 )
 from slca_lightning.rewards.noisy_judge import NoisyJudge, request_noise
@@ -42,6 +40,7 @@ from slca_lightning.rewards.rltr import (
     canonical_call,
     count_consecutive_repeats,
 )
+from slca_lightning.rewards.rule_judge import RuleJudge, extract_facts
 from slca_lightning.rewards.toolpo import ActionReward
 
 __all__ = [

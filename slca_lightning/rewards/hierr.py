@@ -53,13 +53,14 @@ from slca_lightning.rewards.base import (
     task_question,
     validate_reward_output,
 )
-from slca_lightning.rewards.judges import JudgeRequest, JudgeVerdict, RuleJudge, SummaryJudge
+from slca_lightning.rewards.judges import JudgeRequest, JudgeVerdict, SummaryJudge
 from slca_lightning.rewards.process import (
     check_process_weights,
     first_step_calls,
     process_reward_from_parse,
 )
 from slca_lightning.rewards.rltr import RLTRReward
+from slca_lightning.rewards.rule_judge import RuleJudge
 from slca_lightning.rewards.toolpo import ActionReward
 from slca_lightning.types import Episode, RewardOutput
 

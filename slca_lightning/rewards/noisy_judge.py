@@ -19,7 +19,8 @@ import hashlib
 import math
 import random
 
-from slca_lightning.rewards.judges import JudgeRequest, JudgeVerdict, RuleJudge, SummaryJudge
+from slca_lightning.rewards.judges import JudgeRequest, JudgeVerdict, SummaryJudge
+from slca_lightning.rewards.rule_judge import RuleJudge
 
 __all__ = ["NoisyJudge", "request_noise"]
 

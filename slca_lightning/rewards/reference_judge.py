@@ -1,6 +1,6 @@
 """A reference-based summary judge: token F1 of the reply against the task's gold reply.
 
-Independent of :class:`~slca_lightning.rewards.judges.RuleJudge` by construction: it never
+Independent of :class:`~slca_lightning.rewards.rule_judge.RuleJudge` by construction: it never
 reads the tool results the episode received or the question's words, only a reply written
 from the *gold* calls' real results (for the synthetic suite, the demonstration's final
 reply, ``task.metadata["reference_reply"]``). A policy that learned to game the rule judge

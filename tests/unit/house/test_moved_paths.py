@@ -33,3 +33,14 @@ def test_old_runtime_paths_out_of_testing_still_import():
     from slca_lightning.tools.suite_mcp_server import build_mcp_server as new
 
     assert Old is ScriptedEngine and build_mcp_server is new
+
+
+def test_a_class_that_left_its_module_says_where_it_went():
+    import slca_lightning.rewards.judges as judges
+    from slca_lightning.rewards import RuleJudge
+
+    with pytest.raises(
+        AttributeError, match=r"moved to slca_lightning\.rewards\.rule_judge\.RuleJudge"
+    ):
+        judges.RuleJudge  # noqa: B018
+    assert RuleJudge.__module__ == "slca_lightning.rewards.rule_judge"
