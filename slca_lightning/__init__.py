@@ -14,7 +14,7 @@ circle (``tests/unit/house/test_import_graph.py`` reads this list and enforces i
 4. tools: ``tools``
 5. models: ``models``, ``policy``, ``export``
 6. rollout: ``rollout``
-7. the LightningModule: ``module``
+7. the LightningModule: ``module``, ``policy_update``
 8. evaluation: ``eval``
 9. entry points: ``callbacks``, ``cli``, ``cli_app``, ``cli_export``, ``demo``,
    ``provenance``, ``testing``, ``slca_lightning`` (this file's re-exports)

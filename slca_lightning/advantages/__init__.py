@@ -4,6 +4,7 @@ from slca_lightning.advantages.base import AdvantageRouter, RoutedAdvantages
 from slca_lightning.advantages.diagnostics import (
     advantage_contamination,
     no_signal_message,
+    routing_diagnostics,
     signal_rows,
     summary_leakage,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "check_scores",
     "group_normalize",
     "no_signal_message",
+    "routing_diagnostics",
     "signal_rows",
     "summary_leakage",
     "weight_negatives",

@@ -3,6 +3,8 @@ rows carry any policy-gradient signal at all."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -128,3 +130,38 @@ def no_signal_message(step: int, calls_per_episode: float | None) -> str:
             "raise data.group_size or the sampling temperature, or check the reward head"
         )
     return f"step {step}: every advantage is 0, so this step has no policy-gradient signal: {cause}"
+
+
+def routing_diagnostics(
+    router,
+    rewards,
+    segments,
+    group_ids: torch.Tensor,
+    token_advantages: torch.Tensor,
+    lambda_summary: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> dict[str, float]:
+    """``adv/contamination`` and ``adv/summary_leakage`` of one step (when the step has tool
+    tokens and a summary channel; a figure that is NaN, e.g. no tool token at all, is left
+    out). Rows whose call was omitted are excluded from the leakage probe."""
+    out: dict[str, float] = {}
+    if "tool" not in segments.masks or "summary" not in rewards.channels:
+        return out
+    c = advantage_contamination(
+        rewards.channels["summary"], token_advantages, segments.masks["tool"]
+    )
+    if not math.isnan(c):
+        out["adv/contamination"] = c
+    leak = summary_leakage(
+        router,
+        rewards,
+        segments,
+        group_ids,
+        token_advantages,
+        lambda_summary=lambda_summary,
+        exclude=rewards.flags.get("omitted"),
+        generator=generator,
+    )
+    if not math.isnan(leak):
+        out["adv/summary_leakage"] = leak
+    return out

@@ -232,7 +232,7 @@ def test_every_step_logs_the_metric_keys(tmp_path):
 
 
 def test_dr_grpo_divides_by_the_response_cap_whatever_the_padding(tmp_path, monkeypatch):
-    import slca_lightning.module as module_file
+    import slca_lightning.policy_update as module_file
 
     seen = []  # (max_len, padded length) of every policy_loss call
 
@@ -358,7 +358,7 @@ def test_first_update_sees_ratio_one_and_kl_zero_bit_for_bit_with_shuffled_minib
     of 3-row micro-batches, the old and reference log-probs of every row of the first
     mini-batch equal the update's own, bit for bit (same partition, same kernels). The
     spy records ``policy_loss``'s inputs and calls the real function."""
-    import slca_lightning.module as module_mod
+    import slca_lightning.policy_update as module_mod
 
     seen = []
 
@@ -449,7 +449,7 @@ def test_skipping_rows_without_signal_gives_the_same_update_when_kl_is_off(tmp_p
     """``model.skip_no_signal_rows``: the rows of a group with equal rewards never reach
     the loss, and with kl_coef = 0 the weights after two steps equal those of the full
     update (up to float summation order)."""
-    import slca_lightning.module as module_mod
+    import slca_lightning.policy_update as module_mod
 
     rows = []
     real = module_mod.policy_loss
