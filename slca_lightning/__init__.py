@@ -7,6 +7,7 @@ Floors, lowest first: a module imports only from its own floor or below, and nev
 circle (``tests/unit/house/test_import_graph.py`` reads this list and enforces it):
 
 0. foundation: ``types``, ``logprobs``, ``moved``, ``errors``, ``cache``, ``threads``,
+   ``range_rule``, ``range_table``,
    ``checkpoints``, ``reference_weights``, ``config_checks``, ``console``
 1. calls and chat: ``calls``, ``model_logprobs``, ``backends``
 2. the math: ``segmenters``, ``advantages``, ``loss_terms``, ``losses``, ``rewards``
