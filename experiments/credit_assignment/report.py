@@ -9,9 +9,7 @@ order, sampling seeds and first batch).
 
 from __future__ import annotations
 
-import csv
 import datetime
-import json
 import math
 import os
 import platform
@@ -19,151 +17,22 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-EVAL = "eval/in_domain/"
-#: Held-out metrics of the final evaluation, in table order.
-FINAL = (
-    ("process", "process"),
-    ("tool_accuracy", "tool acc."),
-    ("success@0.9", "Success@0.9"),
-    ("name_f1", "Name F1"),
-    ("arg_match", "ArgMatch"),
-    ("tool_calls_per_episode", "calls/ep."),
+from experiments.credit_assignment.summary import (  # noqa: F401  (importable from here)
+    EVAL,
+    FINAL,
+    LABEL,
+    ORDER,
+    _float,
+    _series,
+    _stats,
+    _third_means,
+    grouped,
+    load_runs,
+    paired,
+    pm,
+    read_metrics,
+    run_summary,
 )
-ORDER = ("grpo", "slca", "toolpo", "rltr", "mtgrpo")
-LABEL = {
-    "grpo": "GRPO",
-    "slca": "SLCA-GRPO",
-    "toolpo": "ToolPO",
-    "rltr": "RLTR",
-    "mtgrpo": "MT-GRPO",
-}
-
-
-# ----------------------------------------------------------------------------- loading
-def _float(text: str) -> float | None:
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def read_metrics(path: str | os.PathLike) -> tuple[dict[int, dict], dict[int, dict]]:
-    """``metrics.csv`` → (training metrics by step, held-out evaluations by step)."""
-    train: dict[int, dict] = defaultdict(dict)
-    evals: dict[int, dict] = defaultdict(dict)
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            step = int(float(row["step"]))
-            for key, text in row.items():
-                value = _float(text)
-                if key == "step" or value is None:
-                    continue
-                if key.startswith(EVAL):
-                    evals[step][key[len(EVAL) :]] = value
-                else:
-                    train[step][key] = value
-    return dict(train), dict(evals)
-
-
-def load_runs(folders: list[str]) -> list[dict]:
-    """Each run's ``run.json`` plus its metrics (``train``, ``eval``); missing runs skipped."""
-    runs = []
-    for folder in folders:
-        meta_path = Path(folder) / "run.json"
-        if not meta_path.is_file():
-            continue
-        run = json.loads(meta_path.read_text())
-        csv_path = Path(folder) / "logs" / "version_0" / "metrics.csv"
-        run["train"], run["eval"] = read_metrics(csv_path) if csv_path.is_file() else ({}, {})
-        runs.append(run)
-    return runs
-
-
-# ----------------------------------------------------------------------------- per run
-def _series(run: dict, key: str) -> list[tuple[int, float]]:
-    return sorted((s, m[key]) for s, m in run["train"].items() if key in m)
-
-
-def _third_means(series: list[tuple[int, float]]) -> tuple[float, float]:
-    """Mean of the first and of the last third of a per-step series (NaN if too short)."""
-    values = [v for _, v in series]
-    k = len(values) // 3
-    if k == 0:
-        return math.nan, math.nan
-    return statistics.fmean(values[:k]), statistics.fmean(values[-k:])
-
-
-def run_summary(run: dict, target: float, target_metric: str = "process") -> dict[str, float]:
-    """The per-run figures the report aggregates."""
-    evals = sorted(run["eval"].items())
-    out: dict[str, float] = {}
-    if evals:
-        first, last = evals[0][1], evals[-1][1]
-        for key, _ in FINAL:
-            out[f"final/{key}"] = last.get(key, math.nan)
-        out["start/tool_calls_per_episode"] = first.get("tool_calls_per_episode", math.nan)
-        out["start/tool_accuracy"] = first.get("tool_accuracy", math.nan)
-        curve = [(s, m.get(target_metric, math.nan)) for s, m in evals]
-        hit = next((s for s, a in curve if a >= target), None)
-        out["steps_to_target"] = math.nan if hit is None else float(hit)
-        out["mean_target_metric"] = statistics.fmean(a for _, a in curve)
-        out["mean_process"] = statistics.fmean(m.get("process", math.nan) for _, m in evals)
-        out["final/process"] = last.get("process", math.nan)
-        out["start/process"] = first.get("process", math.nan)
-    for key, name in (
-        ("adv/contamination", "contamination"),
-        ("adv/summary_leakage", "leakage"),
-    ):
-        values = [v for _, v in _series(run, key)]
-        out[name] = statistics.fmean(values) if values else math.nan
-    for key, name in (
-        ("rollout/tool_calls_per_episode", "train_calls"),
-        ("reward/tool", "train_tool"),
-        ("reward/summary", "train_summary"),
-        ("reward/total", "train_total"),
-    ):
-        early, late = _third_means(_series(run, key))
-        out[f"{name}/early"], out[f"{name}/late"] = early, late
-    out["gold_calls"] = run.get("gold_calls_per_episode", math.nan)
-    return out
-
-
-# ----------------------------------------------------------------------------- aggregates
-def _stats(values: list[float]) -> tuple[float, float, int]:
-    vals = [v for v in values if not math.isnan(v)]
-    if not vals:
-        return math.nan, math.nan, 0
-    return statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else 0.0, len(vals)
-
-
-def pm(values: list[float], digits: int = 3) -> str:
-    """``mean ± std`` over the non-NaN values ("–" when none)."""
-    mean, std, n = _stats(values)
-    if n == 0:
-        return "–"
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
-
-
-def grouped(
-    runs: list[dict], target: float, target_metric: str = "process"
-) -> dict[tuple[float, str], list[dict]]:
-    """``(noise, method)`` → per-seed summaries (sorted by seed)."""
-    out: dict[tuple[float, str], list[dict]] = defaultdict(list)
-    for run in sorted(runs, key=lambda r: r["seed"]):
-        if run.get("error"):
-            continue
-        summary = run_summary(run, target, target_metric)
-        out[(run["noise"], run["method"])].append({"seed": run["seed"], **summary})
-    return dict(out)
-
-
-def paired(a: list[dict], b: list[dict], key: str) -> list[float]:
-    """Per-seed ``a[key] − b[key]`` over the seeds both have."""
-    bs = {r["seed"]: r[key] for r in b if key in r and not math.isnan(r[key])}
-    return [
-        r[key] - bs[r["seed"]] for r in a if key in r and not math.isnan(r[key]) and r["seed"] in bs
-    ]
 
 
 def _steps_cell(rows: list[dict], max_step: int) -> str:
