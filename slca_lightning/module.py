@@ -18,9 +18,9 @@ One ``training_step`` per rollout batch (manual optimisation):
    micro-batches weighted so the loss equals the chosen aggregation over the mini-batch,
    with gradient clipping and an LR scheduler step after each optimiser step.
 
-The module only orchestrates: the method lives in the injected components and in
-:mod:`slca_lightning.losses`. ``trainer.max_steps`` counts optimiser steps (Lightning's
-meaning), i.e. ``ppo_epochs × mini_batches`` per rollout batch.
+The module orchestrates; the method lives in the injected components, in
+:mod:`slca_lightning.losses` and in the update (:mod:`slca_lightning.policy_update`).
+``trainer.max_steps`` counts optimiser steps: ``ppo_epochs × mini_batches`` per batch.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from slca_lightning.advantages import (
     AdvantageRouter,
     SLCARouter,
+    constant_channels,
     no_signal_message,
     routing_diagnostics,
     signal_rows,
@@ -45,6 +46,7 @@ from slca_lightning.advantages import (
 )
 from slca_lightning.config_checks import check_args
 from slca_lightning.losses import logprob_mismatch, truncated_is_weight
+from slca_lightning.models.loading import zero_dropout
 from slca_lightning.policy import (
     LoraSettings,
     apply_lora,
@@ -57,21 +59,6 @@ from slca_lightning.rewards import HierarchicalReward, RewardHead, check_channel
 from slca_lightning.rollout.record import RolloutRecord
 from slca_lightning.segmenters import MaskRunSegmenter, Segmenter
 from slca_lightning.types import RolloutBatch, to_device
-
-
-def zero_dropout(model: torch.nn.Module) -> torch.nn.Module:
-    """Set every dropout probability of ``model`` to 0 (modules and the config's
-    ``*dropout*`` fields, which attention implementations read), in place."""
-    for module in model.modules():
-        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
-            module.p = 0.0
-        if hasattr(module, "attention_dropout") and isinstance(module.attention_dropout, float):
-            module.attention_dropout = 0.0
-    config = getattr(model, "config", None)
-    for key in list(vars(config)) if config is not None else []:
-        if "dropout" in key and isinstance(getattr(config, key), float):
-            setattr(config, key, 0.0)
-    return model
 
 
 class SLCAGRPOModule(PolicyUpdate, L.LightningModule):
@@ -222,9 +209,8 @@ class SLCAGRPOModule(PolicyUpdate, L.LightningModule):
             self.reference = zero_dropout(copy.deepcopy(policy).requires_grad_(False))
         # RL samples and scores one deterministic network: no dropout, so train mode (what
         # Lightning expects of a module it trains) computes exactly what eval mode does
-        zero_dropout(policy).train()
-        if self.reference is not None:
-            self.reference.train()
+        for net in [n for n in (policy, self.reference) if n is not None]:
+            zero_dropout(net).train()
         mesh = getattr(self, "_device_mesh", None)  # set by ModelParallelStrategy (FSDP2)
         if mesh is not None:
             for net in (policy, self.reference):
@@ -271,21 +257,13 @@ class SLCAGRPOModule(PolicyUpdate, L.LightningModule):
                 )
 
     def _warn_constant_channels(self, rewards) -> None:
-        """PITFALLS §9: a channel that never varies inside a group for many steps is usually
-        a missing flag or a broken reward, not a converged policy. Only the channels the
-        router reads are watched (when it declares them): the others move no advantage."""
+        """PITFALLS §9: warn once a watched channel has been constant for
+        ``constant_reward_warn_steps`` steps (:func:`~slca_lightning.advantages.diagnostics.constant_channels`)."""
         watched = set(getattr(self.router, "channels", set()) or rewards.channels)
-        for name, value in rewards.channels.items():
-            if name not in watched:
-                continue
-            flat = value.numel() < 2 or float(value.max() - value.min()) == 0.0
-            streak = self._constant_streak.get(name, 0) + 1 if flat else 0
-            self._constant_streak[name] = streak
-            if streak == self.constant_reward_warn_steps:
-                rank_zero_warn(
-                    f"reward channel {name!r} has been constant ({float(value.flatten()[0]) if value.numel() else 0.0}) "
-                    f"for {streak} steps: its advantages are all 0; check the reward head"
-                )
+        for message in constant_channels(
+            rewards.channels, watched, self._constant_streak, self.constant_reward_warn_steps
+        ):
+            rank_zero_warn(message)
 
     def _reference_context(self):
         if self.lora is not None and hasattr(self.policy, "disable_adapter"):

@@ -3,6 +3,7 @@
 from slca_lightning.advantages.base import AdvantageRouter, RoutedAdvantages
 from slca_lightning.advantages.diagnostics import (
     advantage_contamination,
+    constant_channels,
     no_signal_message,
     routing_diagnostics,
     signal_rows,
@@ -30,6 +31,7 @@ __all__ = [
     "ToolPORouter",
     "advantage_contamination",
     "check_scores",
+    "constant_channels",
     "group_normalize",
     "no_signal_message",
     "routing_diagnostics",

@@ -165,3 +165,25 @@ def routing_diagnostics(
     if not math.isnan(leak):
         out["adv/summary_leakage"] = leak
     return out
+
+
+def constant_channels(
+    channels: dict[str, torch.Tensor], watched: set[str], streaks: dict[str, int], warn_at: int
+) -> list[str]:
+    """Update ``streaks`` (steps in a row each watched channel has not varied across the
+    batch) and return a warning for each channel whose streak just reached ``warn_at``: a
+    channel that never varies is usually a missing flag or a broken reward (PITFALLS §9)."""
+    messages = []
+    for name, value in channels.items():
+        if name not in watched:
+            continue
+        flat = value.numel() < 2 or float(value.max() - value.min()) == 0.0
+        streak = streaks.get(name, 0) + 1 if flat else 0
+        streaks[name] = streak
+        if streak == warn_at:
+            first = float(value.flatten()[0]) if value.numel() else 0.0
+            messages.append(
+                f"reward channel {name!r} has been constant ({first}) for {streak} steps: its "
+                "advantages are all 0; check the reward head"
+            )
+    return messages

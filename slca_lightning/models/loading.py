@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["BUILTIN_MODELS", "TINY_HIDDEN_SIZE", "TINY_NUM_LAYERS", "load_model"]
+__all__ = ["BUILTIN_MODELS", "TINY_HIDDEN_SIZE", "TINY_NUM_LAYERS", "load_model", "zero_dropout"]
 
 #: Size of the ``"tiny"`` model: Qwen2, hidden 128, 4 layers, 4 heads (2 KV heads), MLP 256,
 #: tied embeddings over the 518-token tiny vocabulary: 0.66 M parameters.
@@ -108,3 +108,18 @@ def load_model(
     net = AutoModelForCausalLM.from_pretrained(path, dtype=_dtype(dtype), local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     return net, _finish_tokenizer(adapt_chat_template(tokenizer, where=model))
+
+
+def zero_dropout(model: torch.nn.Module) -> torch.nn.Module:
+    """Set every dropout probability of ``model`` to 0 (modules and the config's
+    ``*dropout*`` fields, which attention implementations read), in place."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            module.p = 0.0
+        if hasattr(module, "attention_dropout") and isinstance(module.attention_dropout, float):
+            module.attention_dropout = 0.0
+    config = getattr(model, "config", None)
+    for key in list(vars(config)) if config is not None else []:
+        if "dropout" in key and isinstance(getattr(config, key), float):
+            setattr(config, key, 0.0)
+    return model

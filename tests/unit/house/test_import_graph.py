@@ -172,3 +172,15 @@ def test_no_circle_between_parts():
     for m, deps in import_graph().items():
         parts.setdefault(unit(m), set()).update(unit(d) for d in deps if unit(d) != unit(m))
     assert not cycles(parts), cycles(parts)
+
+
+def test_no_source_file_over_400_lines():
+    """Files stay short: split at the seams (the module's orchestration vs its update, the
+    rule judge vs the LLM judges, the range table vs its checks, ...)."""
+    long = sorted(
+        f"{f.relative_to(ROOT)}: {n}"
+        for pkg in (*PACKAGES, "experiments", "benchmarks")
+        for f in (ROOT / pkg).rglob("*.py")
+        if (n := len(f.read_text().splitlines())) > 400
+    )
+    assert not long, long
