@@ -138,3 +138,22 @@ def test_sft_config_builds_through_slca_sft(tmp_path):
     assert cli.model.hparams.model == "smollm2-135m-instruct"
     assert cli.model.hparams.output_dir == "runs/sft_smollm2/model"
     assert cli.datamodule.skip == (256, 512) and cli.datamodule.batch_size == 4
+
+
+def test_json_calls_overlay_sets_the_tool_format(tmp_path):
+    from slca_lightning.calls.formats import JSONFormat
+    from slca_lightning.cli import main
+
+    cli = main(
+        [
+            "--config",
+            str(ROOT / "configs/quickstart.yaml"),
+            "--config",
+            str(ROOT / "configs/overlays/json_calls.yaml"),
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
+        run=False,
+    )
+    fmt = cli.datamodule.tool_format
+    assert isinstance(fmt, JSONFormat) and fmt.markers == ["<|python_tag|>"] and fmt.fences
+    assert cli.datamodule.turn_end == "eos"
