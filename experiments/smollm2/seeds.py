@@ -20,7 +20,7 @@ import json
 import math
 from pathlib import Path
 
-__all__ = ["mcnemar_p", "paired_flips", "summarize"]
+__all__ = ["embed", "mcnemar_p", "paired_flips", "summarize"]
 
 
 def mcnemar_p(gained: int, lost: int) -> float:
@@ -68,7 +68,7 @@ def summarize(runs: list[Path]) -> str:
     """A Markdown table, one row per run and one pooled row (tasks × seeds as pairs)."""
     rows = [paired_flips(r) for r in runs]
     lines = [
-        "| run | RL steps | tasks | SFT | SFT + RL | Δ | gained | lost | McNemar p |",
+        "| run | RL steps | tasks | tool acc. SFT | tool acc. SFT + RL | Δ | gained | lost | McNemar p |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -95,14 +95,28 @@ def summarize(runs: list[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+BEGIN, END = "<!-- smollm2 effect: begin -->", "<!-- smollm2 effect: end -->"
+
+
+def embed(readme: Path, text: str) -> None:
+    """Rewrite the block between the effect markers of ``readme`` with ``text``."""
+    body = readme.read_text()
+    head, rest = body.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
+
+
 def main(argv: list[str] | None = None) -> str:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", type=Path, help="run.py output folders")
     p.add_argument("--out", type=Path, help="also write the table here")
+    p.add_argument("--embed", type=Path, metavar="README", help="and into this README's block")
     args = p.parse_args(argv)
     text = summarize(args.runs)
     if args.out:
         args.out.write_text(text)
+    if args.embed:
+        embed(args.embed, text)
     print(text)
     return text
 
