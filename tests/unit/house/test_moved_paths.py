@@ -44,3 +44,17 @@ def test_a_class_that_left_its_module_says_where_it_went():
     ):
         judges.RuleJudge  # noqa: B018
     assert RuleJudge.__module__ == "slca_lightning.rewards.rule_judge"
+
+
+def test_every_registered_old_path_imports_as_its_new_module():
+    """Every alias the packages register (tools/, rewards/, backends/, sft, eval/)."""
+    import slca_lightning.backends
+    import slca_lightning.eval
+    import slca_lightning.rewards
+    import slca_lightning.tools  # noqa: F401  (importing a package registers its aliases)
+    from slca_lightning.moved import MOVED
+
+    assert {"slca_lightning.sft", "slca_lightning.tools.parsing", "slca_lightning.rewards.gold",
+            "slca_lightning.backends.engine", "slca_lightning.tools.fidelity"} <= set(MOVED)  # fmt: skip
+    for old, new in MOVED.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
