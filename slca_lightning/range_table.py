@@ -79,7 +79,10 @@ RANGES: dict[str, dict[str, Range]] = {
     "slca_lightning.rollout.hf_engine.HFEngine": {
         "max_batch_size": COUNT,
         "min_shared_prefix": NATURAL,
+        "prune_fraction": Range("float", 0, 1),
     },
+    "slca_lightning.rollout.kv_cache.GrowingKVLayer": {"reserve": NATURAL},
+    "slca_lightning.rollout.kv_cache.GrowingCache": {"num_layers": COUNT, "reserve": NATURAL},
     "slca_lightning.rollout.vllm_engine.VLLMEngine": {
         "gpu_memory_utilization": Range("float", 0, 1, lo_open=True),
         "tensor_parallel_size": COUNT,

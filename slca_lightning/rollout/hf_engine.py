@@ -1,8 +1,10 @@
 """In-process Hugging Face sampler that shares the policy's weights.
 
-Generation runs ``model.generate`` on left-padded prompts under ``no_grad`` with the model
-in eval mode (restored afterwards), then cuts every row at its first EOS / pad token or at
-the completion of a stop string. Prompts that share a long prefix (the G rollouts of a task
+Generation runs under ``no_grad`` with the model in eval mode (restored afterwards) on
+left-padded prompts, by default in the engine's own loop (:mod:`.hf_decode`: an in-place KV
+cache, finished rows dropped from the batch; ``decoder="generate"`` runs ``model.generate``
+instead), then cuts every row at its first EOS / pad token or at the completion of a stop
+string. Prompts that share a long prefix (the G rollouts of a task
 share their whole prompt, and keep it as a prefix in later turns) can be generated together
 (``share_prefix=True``) from one prefilled KV cache of that prefix, repeated over the rows: the rows are laid out
 ``[prefix | padding | own suffix]`` and positions follow the attention mask, so the samples'
@@ -26,7 +28,6 @@ of both is compared as well).
 from __future__ import annotations
 
 import contextlib
-import inspect
 from typing import Any
 
 import torch
@@ -34,6 +35,8 @@ from torch import nn
 
 from slca_lightning.config_checks import check_args
 from slca_lightning.rollout.engine import Generation, RolloutEngine, SamplingConfig
+from slca_lightning.rollout.hf_decode import _cache_name, _keep_last
+from slca_lightning.rollout.prefixes import plan_groups, prefix_clusters
 
 
 class HFEngine(RolloutEngine):
@@ -52,7 +55,15 @@ class HFEngine(RolloutEngine):
         min_shared_prefix: the shortest shared prefix (tokens) worth a cluster of its own.
         check_distribution: also return the processed scores and record in
             :attr:`distribution_gap` how far the sampled-from distribution is from
-            ``softmax(logits / T)`` (a check for tests; costs a copy of the logits).
+            ``softmax(logits / T)`` (a check for tests; costs a copy of the logits). It
+            audits ``generate``'s logits processors, so it runs that path.
+        decoder: ``"loop"`` (default): the engine's own loop (:mod:`.hf_decode`), which
+            samples ``softmax(logits / T)`` by construction, writes the KV cache in place
+            and drops finished rows (SmolLM2-135M, 32 rows: see ``benchmarks/README.md``);
+            ``"generate"``: transformers' ``model.generate``. ``top_p < 1`` always runs
+            ``generate`` (the loop does not truncate).
+        prune_fraction: the loop drops ended rows from the batch once at least this share
+            of the rows still in it have ended (each drop copies the cache once).
     """
 
     def __init__(
@@ -63,8 +74,16 @@ class HFEngine(RolloutEngine):
         share_prefix: bool = False,
         min_shared_prefix: int = 64,
         check_distribution: bool = False,
+        decoder: str = "loop",
+        prune_fraction: float = 0.25,
     ):
         check_args(HFEngine, locals(), "data.engine.init_args")
+        if decoder not in ("loop", "generate"):
+            raise ValueError(
+                f"data.engine.init_args.decoder={decoder!r}: expected 'loop' or 'generate'"
+            )
+        self.decoder = decoder
+        self.prune_fraction = prune_fraction
         self.model = model
         self.check_distribution = check_distribution
         self.distribution_gap = 0.0
@@ -90,21 +109,36 @@ class HFEngine(RolloutEngine):
                 out[ids[0]] = s
         return out
 
+    def _stop_at(
+        self,
+        ids: list[int],
+        t: int,
+        stop_strings: list[str],
+        stop_ids: dict[int, str],
+        end_ids: set[int],
+    ) -> str | None:
+        """Why the row stops at token ``t`` (``"eos"`` or the stop string), or None."""
+        tok = ids[t]
+        if tok in end_ids:
+            return "eos"
+        if tok in stop_ids:
+            return stop_ids[tok]
+        if stop_strings and len(stop_ids) < len(stop_strings):
+            tail = self.tokenizer.decode(ids[max(0, t - 15) : t + 1], skip_special_tokens=False)
+            for s in stop_strings:
+                if s not in stop_ids.values() and s in tail:
+                    return s
+        return None
+
     def _cut(
         self, ids: list[int], stop_strings: list[str], stop_ids: dict[int, str]
     ) -> tuple[int, str | None]:
         """Length to keep and why it stopped (None = reached the cap)."""
         end_ids = self._end_ids()
-        for t, tok in enumerate(ids):
-            if tok in end_ids:
-                return t + 1, "eos"
-            if tok in stop_ids:
-                return t + 1, stop_ids[tok]
-            if stop_strings and len(stop_ids) < len(stop_strings):
-                tail = self.tokenizer.decode(ids[max(0, t - 15) : t + 1], skip_special_tokens=False)
-                for s in stop_strings:
-                    if s not in stop_ids.values() and s in tail:
-                        return t + 1, s
+        for t in range(len(ids)):
+            why = self._stop_at(ids, t, stop_strings, stop_ids, end_ids)
+            if why is not None:
+                return t + 1, why
         return len(ids), None
 
     @torch.no_grad()
@@ -112,26 +146,65 @@ class HFEngine(RolloutEngine):
         if self.model is None or self.tokenizer is None:
             raise RuntimeError("HFEngine has no model/tokenizer: call bind(model, tokenizer) first")
         out: list[Generation | None] = [None] * len(prompts)
+        if self._uses_loop(sampling):  # one batch across groups, each prefix prefilled once
+            order = sorted(range(len(prompts)), key=lambda i: prompts[i])  # groups contiguous
+            for start in range(0, len(order), self.max_batch_size):
+                chunk = order[start : start + self.max_batch_size]
+                mine = [prompts[i] for i in chunk]
+                groups = (
+                    plan_groups(mine, self.min_shared_prefix)
+                    if self.share_prefix
+                    else [(list(range(len(mine))), 0)]
+                )
+                for i, g in zip(chunk, self._loop(mine, groups, sampling), strict=True):
+                    out[i] = g
+            return out  # type: ignore[return-value]
         clusters = (
             prefix_clusters(prompts, self.min_shared_prefix)
             if self.share_prefix
             else [(list(range(len(prompts))), 0)]
         )
-        for rows, shared in clusters:
+        for rows, shared_len in clusters:
             for start in range(0, len(rows), self.max_batch_size):
                 chunk = rows[start : start + self.max_batch_size]
-                gens = self._generate([prompts[i] for i in chunk], sampling, shared)
+                gens = self._generate([prompts[i] for i in chunk], sampling, shared_len)
                 for i, g in zip(chunk, gens):
                     out[i] = g
         return out  # type: ignore[return-value]
+
+    def _uses_loop(self, sampling: SamplingConfig) -> bool:
+        """The engine's own loop, unless ``generate`` is asked for, audited or needed
+        (``top_p < 1``)."""
+        greedy = sampling.temperature <= 0
+        return (
+            self.decoder == "loop"
+            and not self.check_distribution
+            and (greedy or sampling.top_p >= 1.0)
+        )
+
+    def _generations(
+        self, rows: list[list[int]], logps: list[list[float]], sampling: SamplingConfig
+    ) -> list[Generation]:
+        stop_ids = self._stop_token_ids(sampling.stop_strings)
+        gens = []
+        for ids, logp in zip(rows, logps, strict=True):
+            n, why = self._cut(ids, sampling.stop_strings, stop_ids)
+            gens.append(
+                Generation(
+                    token_ids=ids[:n],
+                    logprobs=logp[:n],
+                    finish_reason="stop" if why else "length",
+                    stop_reason=why,
+                )
+            )
+        return gens
 
     def _generate(
         self, prompts: list[list[int]], sampling: SamplingConfig, shared: int = 0
     ) -> list[Generation]:
         if not prompts:
             return []
-        model, tok = self.model, self.tokenizer
-        device = next(model.parameters()).device
+        tok = self.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         if len(prompts) < 2:
             shared = 0
@@ -145,18 +218,86 @@ class HFEngine(RolloutEngine):
                 attention[i, :shared] = 1
                 input_ids[i, width - len(p) + shared :] = torch.tensor(p[shared:])
                 attention[i, width - len(p) + shared :] = 1
+        rows, logps = self._hf_generate(input_ids, attention, shared, sampling, width)
+        return self._generations(rows, logps, sampling)
+
+    def _loop(
+        self,
+        prompts: list[list[int]],
+        groups: list[tuple[list[int], int]],
+        sampling: SamplingConfig,
+    ) -> list[Generation]:
+        """The engine's own loop (:func:`.hf_decode.sample_loop`), seeded like ``generate``."""
+        from slca_lightning.rollout.hf_decode import sample_loop
+
+        model, tok = self.model, self.tokenizer
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        stop_strings = list(sampling.stop_strings)
+        stop_ids = self._stop_token_ids(stop_strings)
+        end_ids = self._end_ids()
+
+        def ended(ids: list[int]) -> bool:
+            return self._stop_at(ids, len(ids) - 1, stop_strings, stop_ids, end_ids) is not None
+
+        was_training = model.training
+        model.eval()
+        rng = (
+            torch.random.fork_rng(devices=[])
+            if sampling.seed is not None
+            else contextlib.nullcontext()
+        )
+        try:
+            with rng:
+                if sampling.seed is not None:
+                    torch.manual_seed(sampling.seed)
+                rows, logps = sample_loop(
+                    model,
+                    prompts,
+                    groups,
+                    pad=pad,
+                    max_new_tokens=sampling.max_new_tokens,
+                    temperature=sampling.temperature,
+                    ended=ended,
+                    cache_name=_cache_name(model),
+                    keep_last=_keep_last(model),
+                    prune_fraction=self.prune_fraction,
+                )
+        finally:
+            model.train(was_training)
+        return self._generations(rows, logps, sampling)
+
+    def _hf_generate(
+        self,
+        input_ids: torch.Tensor,
+        attention: torch.Tensor,
+        shared: int,
+        sampling: SamplingConfig,
+        width: int,
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """``model.generate`` with a neutral generation config and an in-place KV cache."""
+        from slca_lightning.rollout.kv_cache import growing_cache
+
+        model, tok = self.model, self.tokenizer
+        device = next(model.parameters()).device
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         extra: dict[str, Any] = {}
+        cache = growing_cache(model, width + sampling.max_new_tokens)
+        if cache is not None:
+            extra[_cache_name(model)] = cache
         if shared > 0:
             was_training = model.training
             model.eval()
             try:
                 prefill = model(
-                    input_ids=input_ids[:1, :shared].to(device), use_cache=True, **_keep_last(model)
+                    input_ids=input_ids[:1, :shared].to(device),
+                    use_cache=True,
+                    **extra,
+                    **_keep_last(model),
                 )  # the cache is what is kept; logits of the last position only
             finally:
                 model.train(was_training)
             cache = getattr(prefill, _cache_name(model))
-            cache.batch_repeat_interleave(len(prompts))
+            cache.batch_repeat_interleave(input_ids.shape[0])
             extra[_cache_name(model)] = cache
         greedy = sampling.temperature <= 0
         kwargs: dict[str, Any] = dict(
@@ -211,20 +352,7 @@ class HFEngine(RolloutEngine):
                 self._record_gap(result, logits, new_ids, greedy, sampling.temperature)
         else:
             logp = torch.zeros(new_ids.shape)
-        stop_ids = self._stop_token_ids(sampling.stop_strings)
-        gens = []
-        for i in range(len(prompts)):
-            ids = new_ids[i].tolist()
-            n, why = self._cut(ids, sampling.stop_strings, stop_ids)
-            gens.append(
-                Generation(
-                    token_ids=ids[:n],
-                    logprobs=logp[i, :n].tolist(),
-                    finish_reason="stop" if why else "length",
-                    stop_reason=why,
-                )
-            )
-        return gens
+        return new_ids.tolist(), logp.tolist()
 
     def _record_gap(self, result, logits, new_ids, greedy: bool, temperature: float) -> None:
         """:attr:`distribution_gap`: max |softmax(scores) − softmax(logits / T)| over the
@@ -243,13 +371,6 @@ class HFEngine(RolloutEngine):
         if greedy and not torch.equal(scores.argmax(-1)[real], logits.argmax(-1)[real]):
             value = float("inf")
         self.distribution_gap = max(self.distribution_gap, value)
-
-
-def _keep_last(model: nn.Module) -> dict[str, Any]:
-    """``{"logits_to_keep": 1}`` when the model's forward takes it (no ``[1, P, V]``)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    params = inspect.signature(base.forward).parameters
-    return {"logits_to_keep": 1} if "logits_to_keep" in params else {}
 
 
 @contextlib.contextmanager
@@ -276,52 +397,3 @@ def neutral_generation_config(model: nn.Module):
     finally:
         for m, g in zip(holders, saved, strict=True):
             m.generation_config = g
-
-
-def _cache_name(model: nn.Module) -> str:
-    """The KV-cache keyword of this transformers version (``cache`` from 5.x on)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
-
-
-def prefix_clusters(prompts: list[list[int]], min_shared: int) -> list[tuple[list[int], int]]:
-    """Group prompt indices whose prompts share a long prefix: ``[(rows, shared_len), ...]``.
-
-    Prompts are sorted as token sequences, so prompts with long common prefixes become
-    neighbours; a run of neighbours forms a cluster while its common prefix stays at least
-    ``min_shared`` tokens and at least half of each member's length. Everything else is one
-    last cluster with ``shared_len = 0`` (plain left-padded batch). Every index appears once.
-    """
-    order = sorted(range(len(prompts)), key=lambda i: prompts[i])
-    clusters: list[tuple[list[int], int]] = []
-    loose: list[int] = []
-    run: list[int] = []
-    shared = 0
-
-    def close() -> None:
-        if len(run) > 1:
-            clusters.append((list(run), shared))
-        else:
-            loose.extend(run)
-
-    for i in order:
-        if run:
-            lcp = _common_prefix(prompts[run[0]], prompts[i], shared)
-            if lcp >= min_shared and 2 * lcp >= max(len(prompts[i]), len(prompts[run[0]])):
-                run.append(i)
-                shared = lcp
-                continue
-            close()
-        run, shared = [i], len(prompts[i])
-    close()
-    if loose:
-        clusters.append((sorted(loose), 0))
-    return clusters
-
-
-def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
-    n = min(len(a), len(b), limit)
-    for t in range(n):
-        if a[t] != b[t]:
-            return t
-    return n

@@ -53,3 +53,29 @@ def test_seeded_sampling_with_the_shared_prefix_is_reproducible(policy):
     again = HFEngine(model, tok, share_prefix=True).generate(_prompts(), sampling)
     assert [g.token_ids for g in first] == [g.token_ids for g in again]
     assert all(len(g.token_ids) == len(g.logprobs) for g in first)
+
+
+def test_plan_groups_dedupes_prompts_and_keeps_a_tasks_rollouts_together():
+    from slca_lightning.rollout.prefixes import layout_cost, plan_groups
+
+    tools = list(range(1000, 1300))  # a shared preamble, 300 tokens
+    a, b = [*tools, *range(1, 60)], [*tools, *range(100, 190)]  # two tasks' prompts
+    # turn 1: four copies of each task's prompt; prefix_clusters puts all 8 in one
+    # cluster (300 shared tokens), the plan prefills each distinct prompt once
+    turn1 = [a] * 4 + [b] * 4
+    assert prefix_clusters(turn1, 64) == [(list(range(8)), 300)]
+    plan = plan_groups(turn1, 64)
+    assert sorted((sorted(rows), n) for rows, n in plan) == [
+        ([0, 1, 2, 3], len(a) - 1),
+        ([4, 5, 6, 7], len(b) - 1),
+    ]
+    assert layout_cost(turn1, plan) == len(a) - 1 + len(b) - 1 + 8 * 1
+    # turn 2: each rollout appended its own reply; a task's rollouts share its prompt
+    turn2 = [[*a, 7, i] for i in range(3)] + [[*b, 8, i, i] for i in range(3)] + [[5] * 40]
+    plan = plan_groups(turn2, 64)
+    assert sorted((sorted(rows), n) for rows, n in plan) == [
+        ([0, 1, 2], len(a) + 1),
+        ([3, 4, 5], len(b) + 1),
+        ([6], 39),  # a loose row is prefilled alone
+    ]
+    assert layout_cost(turn2, plan) < layout_cost(turn2, prefix_clusters(turn2, 64))

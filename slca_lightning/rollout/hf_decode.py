@@ -1,0 +1,190 @@
+"""HFEngine's own sampling loop: prefill, then one token a step, finished rows dropped.
+
+``model.generate`` keeps every row of a batch until the last one ends and appends each
+token to its KV cache by concatenation; in RL rollouts a group's replies differ a lot in
+length (an SFT'd SmolLM2: 38 tokens a turn on average under a 96-token cap), so most of a
+batch's late decode steps compute rows that already ended. This loop
+
+- prefills a shared prompt prefix once and repeats its cache over the rows (as
+  ``HFEngine(share_prefix=True)`` does for ``generate``), then the rows' own suffixes;
+- writes the cache in place (:class:`~slca_lightning.rollout.kv_cache.GrowingKVLayer`);
+- samples each token from ``softmax(logits / T)`` of the raw logits (greedy: their argmax),
+  the distribution the trainer scores, and keeps that token's float32 log-prob;
+- drops finished rows from the batch (cache, mask, positions) once at least
+  ``prune_fraction`` of the rows still in it have ended, so a copy of the cache buys
+  that many rows' compute for every later step.
+
+Nothing here reads the model's ``generation_config``: no repetition penalty, n-gram ban or
+top-k can apply. The random stream differs from ``generate``'s (rows are drawn as a batch
+that shrinks), so a seed gives other samples than the ``generate`` path, from the same
+distribution.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+
+def positions_from_mask(attention: torch.Tensor) -> torch.Tensor:
+    """Position ids that follow the attention mask: ``cumsum − 1`` over kept tokens, 0 on
+    padding (transformers' own rule for left-padded batches)."""
+    return (attention.long().cumsum(-1) - 1).clamp(min=0) * attention.long()
+
+
+def next_tokens(logits: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw one token per row from ``softmax(logits / T)`` (``T <= 0``: argmax, scored at
+    T = 1) and return ``(tokens [b], their log-probs [b])`` in float32."""
+    logits = logits.float()
+    if temperature <= 0:
+        tokens = logits.argmax(dim=-1)
+        logp = torch.log_softmax(logits, dim=-1)
+    else:
+        logp = torch.log_softmax(logits / temperature, dim=-1)
+        tokens = torch.multinomial(logp.exp(), 1).squeeze(-1)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def batch_layout(
+    prompts: list[list[int]], groups: list[tuple[list[int], int]], pad: int
+) -> tuple[torch.Tensor, torch.Tensor, list[tuple[list[int], int]]]:
+    """One batch for rows that share prefixes by group: ``(input_ids, attention, groups)``.
+
+    ``groups`` is ``[(rows, shared), ...]`` (every row once; ``shared = 0``: no shared
+    prefix). Each row is laid out ``[padding | its group's prefix | padding | own suffix]``:
+    prefixes end-aligned at column ``P`` (the longest shared prefix), suffixes end-aligned at
+    the last column. Padding has attention 0, so positions (from the mask) and outputs are
+    those of the row alone. The groups come back with ``shared`` cut so that every row keeps
+    at least one suffix token.
+    """
+    groups = [
+        (rows, min(n, *(len(prompts[r]) - 1 for r in rows)) if rows else 0) for rows, n in groups
+    ]
+    shared = [0] * len(prompts)
+    for rows, n in groups:
+        for r in rows:
+            shared[r] = n
+    width_p = max(shared, default=0)
+    width = width_p + max((len(p) - n for p, n in zip(prompts, shared, strict=True)), default=0)
+    input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    attention = torch.zeros_like(input_ids)
+    for r, (p, n) in enumerate(zip(prompts, shared, strict=True)):
+        if n:
+            input_ids[r, width_p - n : width_p] = torch.tensor(p[:n])
+            attention[r, width_p - n : width_p] = 1
+        if len(p) > n:
+            input_ids[r, width - (len(p) - n) :] = torch.tensor(p[n:])
+            attention[r, width - (len(p) - n) :] = 1
+    return input_ids, attention, [(rows, n) for rows, n in groups if rows]
+
+
+def sample_loop(
+    model: nn.Module,
+    prompts: list[list[int]],
+    groups: list[tuple[list[int], int]],
+    *,
+    pad: int,
+    max_new_tokens: int,
+    temperature: float,
+    ended: Callable[[list[int]], bool],
+    cache_name: str,
+    keep_last: dict[str, Any],
+    prune_fraction: float = 0.25,
+) -> tuple[list[list[int]], list[list[float]]]:
+    """Generate up to ``max_new_tokens`` per prompt; ``(tokens, logprobs)`` per row, each row
+    ending at the token for which ``ended(row_tokens)`` first held.
+
+    ``groups`` (see :func:`batch_layout`) names rows whose first ``shared`` tokens are the
+    same: that prefix is prefilled once, as one row, and its keys and values are copied into
+    the batch cache for each of its rows; all rows then decode as one batch.
+    ``keep_last`` is ``{"logits_to_keep": 1}`` where the model takes it.
+    """
+    from slca_lightning.rollout.kv_cache import growing_cache
+
+    device = next(model.parameters()).device
+    placeable = growing_cache(model, 0) is not None
+    if not placeable:  # transformers' own cache cannot take placed prefixes: no sharing
+        groups = [(list(range(len(prompts))), 0)]
+    input_ids, attention, groups = batch_layout(prompts, groups, pad)
+    input_ids, attention = input_ids.to(device), attention.to(device)
+    rows, width = input_ids.shape
+    width_p = max((n for _, n in groups), default=0)
+    positions = positions_from_mask(attention)
+    kwargs: dict[str, Any] = {}
+    if placeable:
+        kwargs[cache_name] = growing_cache(model, width + max_new_tokens)
+
+    def forward(ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        out = model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=pos,
+            use_cache=True,
+            **kwargs,
+            **keep_last,
+        )
+        kwargs[cache_name] = getattr(out, cache_name)
+        return out.logits[:, -1, :]
+
+    if width_p > 0:
+        batch_cache = kwargs[cache_name]
+        for members, n in groups:
+            if n == 0:
+                continue
+            one = growing_cache(model, n)
+            first = members[0]
+            model(
+                input_ids=input_ids[first : first + 1, width_p - n : width_p],
+                use_cache=True,
+                **{cache_name: one},
+                **keep_last,
+            )
+            batch_cache.place(members, one, end=width_p, batch=rows)
+        batch_cache.set_length(width_p)
+        logits = forward(input_ids[:, width_p:], attention, positions[:, width_p:])
+    else:
+        logits = forward(input_ids, attention, positions)
+
+    tokens: list[list[int]] = [[] for _ in range(rows)]
+    logprobs: list[list[float]] = [[] for _ in range(rows)]
+    live = list(range(rows))  # batch position -> row
+    done = [False] * rows
+    mask = attention
+    last = positions[:, -1:]
+    for step in range(max_new_tokens):
+        chosen, logp = next_tokens(logits, temperature)
+        for b, row in enumerate(live):
+            if not done[row]:
+                tokens[row].append(int(chosen[b]))
+                logprobs[row].append(float(logp[b]))
+                done[row] = ended(tokens[row])
+        still = [b for b, row in enumerate(live) if not done[row]]
+        if not still or step == max_new_tokens - 1:
+            break
+        mask = torch.cat([mask, mask.new_ones(len(live), 1)], dim=1)
+        last = last + 1
+        nxt = chosen[:, None]
+        if len(live) - len(still) >= max(1, prune_fraction * len(live)):
+            keep = torch.tensor(still, device=device)
+            kwargs[cache_name].batch_select_indices(keep)
+            mask, last, nxt = mask[keep], last[keep], nxt[keep]
+            live = [live[b] for b in still]
+        logits = forward(nxt.to(device), mask, last)
+    return tokens, logprobs
+
+
+def _keep_last(model: nn.Module) -> dict[str, Any]:
+    """``{"logits_to_keep": 1}`` when the model's forward takes it (no ``[1, P, V]``)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    params = inspect.signature(base.forward).parameters
+    return {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+
+
+def _cache_name(model: nn.Module) -> str:
+    """The KV-cache keyword of this transformers version (``cache`` from 5.x on)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
