@@ -188,3 +188,28 @@ def _cache_name(model: nn.Module) -> str:
     """The KV-cache keyword of this transformers version (``cache`` from 5.x on)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def sampled_gap(
+    scores: torch.Tensor,
+    logits: torch.Tensor,
+    new_ids: torch.Tensor,
+    end_ids: set[int],
+    greedy: bool,
+    temperature: float,
+) -> float:
+    """max |softmax(scores) − softmax(logits / T)| over the real (non-pad) steps of a
+    ``generate`` call (``scores``, ``logits``: ``[b, n, V]``); greedy: inf when an argmax
+    differs. What ``HFEngine(check_distribution=True)`` records."""
+    real = torch.ones(new_ids.shape[:2], dtype=torch.bool)
+    for i in range(new_ids.shape[0]):  # steps after a row ended are padding
+        ends = [t for t, tok in enumerate(new_ids[i].tolist()) if tok in end_ids]
+        if ends:
+            real[i, ends[0] + 1 :] = False
+    real = real[:, : scores.shape[1]]
+    target = torch.softmax(logits / (1.0 if greedy else temperature), dim=-1)
+    gap = (torch.softmax(scores, dim=-1) - target).abs().amax(dim=-1)[real]
+    value = float(gap.max()) if gap.numel() else 0.0
+    if greedy and not torch.equal(scores.argmax(-1)[real], logits.argmax(-1)[real]):
+        value = float("inf")
+    return value

@@ -1,17 +1,22 @@
 """In-process Hugging Face sampler that shares the policy's weights.
 
-Generation runs under ``no_grad`` with the model in eval mode (restored afterwards) on
-left-padded prompts, by default in the engine's own loop (:mod:`.hf_decode`: an in-place KV
-cache, finished rows dropped from the batch; ``decoder="generate"`` runs ``model.generate``
-instead), then cuts every row at its first EOS / pad token or at the completion of a stop
-string. Prompts that share a long prefix (the G rollouts of a task
-share their whole prompt, and keep it as a prefix in later turns) can be generated together
-(``share_prefix=True``) from one prefilled KV cache of that prefix, repeated over the rows: the rows are laid out
-``[prefix | padding | own suffix]`` and positions follow the attention mask, so the samples'
-distribution is unchanged while the prompt is prefilled once per cluster instead of once
-per row. Log-probs are recomputed from the returned logits as
-``log_softmax(logits / temperature)`` at the sampled token, in float32, so they match what
-the trainer computes for the same temperature.
+Generation runs under ``no_grad`` with the model in eval mode (restored afterwards), then
+cuts every row at its first EOS / pad token or at the completion of a stop string. Two
+decoders:
+
+- ``"loop"`` (default), :mod:`.hf_decode`: the KV cache is written in place, rows that
+  ended leave the batch, and with ``share_prefix=True`` the rows are grouped by shared
+  prefix (:func:`.prefixes.plan_groups`: identical prompts, a task's rollouts in later
+  turns), each group's prefix is prefilled once as one row and copied into the batch cache,
+  and all rows decode as one batch. Log-probs are ``log_softmax(logits / T)`` of the raw
+  logits at the sampled token, in float32.
+- ``"generate"``: ``model.generate`` on left-padded prompts (with ``share_prefix=True``, one
+  call per cluster of :func:`.prefixes.prefix_clusters`, laid out ``[prefix | padding |
+  own suffix]`` over one prefilled prefix cache); log-probs recomputed from the returned
+  logits the same way.
+
+Either way positions follow the attention mask, so the samples' distribution is that of
+each row alone, and the log-probs match what the trainer computes for the same temperature.
 
 Sampling draws from exactly that distribution: ``generate`` runs with a neutral generation
 config in place of the model's own (instruct models ship ``repetition_penalty``,
@@ -35,7 +40,7 @@ from torch import nn
 
 from slca_lightning.config_checks import check_args
 from slca_lightning.rollout.engine import Generation, RolloutEngine, SamplingConfig
-from slca_lightning.rollout.hf_decode import _cache_name, _keep_last
+from slca_lightning.rollout.hf_decode import _cache_name, _keep_last, sampled_gap
 from slca_lightning.rollout.prefixes import plan_groups, prefix_clusters
 
 
@@ -46,12 +51,11 @@ class HFEngine(RolloutEngine):
         model: a Hugging Face causal LM (the policy; shared, never copied).
         tokenizer: its tokenizer (pad/eos ids, stop-string detection).
         max_batch_size: rows per ``generate`` call.
-        share_prefix: prefill a prefix shared by several prompts once (see module docstring).
-            Off by default: each cluster is its own ``generate`` call, and on the tiny CPU
-            model the extra decode loops cost more than the saved prefill (0.75x the tokens/s
-            of one plain batch for 16 rows of 1000-token prompts, G = 4;
-            ``benchmarks/run_all.py``); worth trying where prefill dominates (long prompts,
-            large models).
+        share_prefix: prefill a prefix shared by several prompts once (see module docstring;
+            every shipped config turns it on). Off by default: with ``decoder="generate"``
+            each cluster is its own ``generate`` call, and on the tiny CPU model those extra
+            decode loops cost more than the saved prefill (0.75x the tokens/s of one plain
+            batch for 16 rows of 1000-token prompts, G = 4; ``benchmarks/run_all.py``).
         min_shared_prefix: the shortest shared prefix (tokens) worth a cluster of its own.
         check_distribution: also return the processed scores and record in
             :attr:`distribution_gap` how far the sampled-from distribution is from
@@ -349,28 +353,18 @@ class HFEngine(RolloutEngine):
             )  # [b, n]
             if self.check_distribution:
                 logits = torch.stack(result.logits, dim=1).float().cpu()  # [b, n, V]
-                self._record_gap(result, logits, new_ids, greedy, sampling.temperature)
+                gap = sampled_gap(
+                    torch.stack(result.scores, dim=1).float().cpu(),
+                    logits,
+                    new_ids,
+                    self._end_ids(),
+                    greedy,
+                    sampling.temperature,
+                )
+                self.distribution_gap = max(self.distribution_gap, gap)
         else:
             logp = torch.zeros(new_ids.shape)
         return new_ids.tolist(), logp.tolist()
-
-    def _record_gap(self, result, logits, new_ids, greedy: bool, temperature: float) -> None:
-        """:attr:`distribution_gap`: max |softmax(scores) − softmax(logits / T)| over the
-        real (non-pad) steps of this call; greedy: inf when an argmax differs."""
-        scores = torch.stack(result.scores, dim=1).float().cpu()  # [b, n, V]
-        real = torch.ones(new_ids.shape[:2], dtype=torch.bool)
-        end_ids = self._end_ids()
-        for i in range(new_ids.shape[0]):  # steps after a row ended are padding
-            ends = [t for t, tok in enumerate(new_ids[i].tolist()) if tok in end_ids]
-            if ends:
-                real[i, ends[0] + 1 :] = False
-        real = real[:, : scores.shape[1]]
-        target = torch.softmax(logits / (1.0 if greedy else temperature), dim=-1)
-        gap = (torch.softmax(scores, dim=-1) - target).abs().amax(dim=-1)[real]
-        value = float(gap.max()) if gap.numel() else 0.0
-        if greedy and not torch.equal(scores.argmax(-1)[real], logits.argmax(-1)[real]):
-            value = float("inf")
-        self.distribution_gap = max(self.distribution_gap, value)
 
 
 @contextlib.contextmanager
