@@ -52,6 +52,7 @@ class StepShape:
     n_train: int = 64
     lr: float = 1e-5
     model: str = "tiny"  # or a named source / folder, e.g. "smollm2-135m-instruct"
+    micro_batch: int | None = None  # rows per forward/backward on both sides (None: all)
 
 
 class _StepClock(L.Callback):
@@ -83,11 +84,13 @@ def slca_args(shape: StepShape, root: str) -> list[str]:
     b = shape.prompts_per_step * shape.group_size
     return [
         f"--model.model={shape.model}",
+        "--data.engine.class_path=slca_lightning.rollout.hf_engine.HFEngine",
+        "--data.engine.init_args.share_prefix=true",  # as every shipped config
         f"--model.learning_rate={shape.lr}",
         "--model.temperature=1.0",
         "--model.kl_coef=0.0",
         "--model.aggregation=grpo",
-        f"--model.micro_batch_size={b}",
+        f"--model.micro_batch_size={shape.micro_batch or b}",
         "--model.max_grad_norm=1.0",
         "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
         f"--data.tasks.init_args.n_train={shape.n_train}",
@@ -143,10 +146,11 @@ def run_trl(shape: StepShape, prompts: list[str]) -> tuple[float, float]:
     model, tokenizer = load_policy(shape.model, seed=0)
     model.train()  # as slca trains it (a folder loads in eval mode; dropout is 0 either way)
     b = shape.prompts_per_step * shape.group_size
+    m = shape.micro_batch or b  # TRL: m rows a forward/backward, b / m accumulated, one generation
     with tempfile.TemporaryDirectory(prefix="slca_bench_trl_step_") as out:
         args = GRPOConfig(
-            output_dir=out, per_device_train_batch_size=b, num_generations=shape.group_size,
-            max_completion_length=shape.max_new_tokens, gradient_accumulation_steps=1,
+            output_dir=out, per_device_train_batch_size=m, num_generations=shape.group_size,
+            max_completion_length=shape.max_new_tokens, gradient_accumulation_steps=b // m,
             temperature=1.0, beta=0.0, loss_type="grpo", learning_rate=shape.lr,
             weight_decay=0.0, max_grad_norm=1.0, lr_scheduler_type="constant", warmup_steps=0,
             max_steps=shape.steps + 1, report_to=[], use_cpu=True, bf16=False,
@@ -203,11 +207,21 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--steps", type=int, default=3, help="measured steps per fit (+1 warm-up)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument(
+        "--micro-batch",
+        type=int,
+        default=None,
+        help="rows per forward/backward on both sides (TRL: per-device batch, the rest "
+        "accumulated; one generation per optimiser step); default: the whole batch",
+    )
     args = p.parse_args(argv)
+    b = args.prompts * args.group
+    if args.micro_batch is not None and (args.micro_batch < 1 or b % args.micro_batch):
+        p.error(f"--micro-batch {args.micro_batch} must divide the batch of {b} rollouts")
     torch.set_num_threads(args.threads)
     shape = StepShape(
         prompts_per_step=args.prompts, group_size=args.group, max_new_tokens=args.new_tokens,
-        steps=args.steps, rounds=args.rounds, model=args.model,
+        steps=args.steps, rounds=args.rounds, model=args.model, micro_batch=args.micro_batch,
     )  # fmt: skip
     out = run(shape)
     print(
