@@ -243,31 +243,19 @@ class HFEngine(RolloutEngine):
         def ended(ids: list[int]) -> bool:
             return self._stop_at(ids, len(ids) - 1, stop_strings, stop_ids, end_ids) is not None
 
-        was_training = model.training
-        model.eval()
-        rng = (
-            torch.random.fork_rng(devices=[])
-            if sampling.seed is not None
-            else contextlib.nullcontext()
-        )
-        try:
-            with rng:
-                if sampling.seed is not None:
-                    torch.manual_seed(sampling.seed)
-                rows, logps = sample_loop(
-                    model,
-                    prompts,
-                    groups,
-                    pad=pad,
-                    max_new_tokens=sampling.max_new_tokens,
-                    temperature=sampling.temperature,
-                    ended=ended,
-                    cache_name=_cache_name(model),
-                    keep_last=_keep_last(model),
-                    prune_fraction=self.prune_fraction,
-                )
-        finally:
-            model.train(was_training)
+        with seeded_eval(model, sampling.seed):
+            rows, logps = sample_loop(
+                model,
+                prompts,
+                groups,
+                pad=pad,
+                max_new_tokens=sampling.max_new_tokens,
+                temperature=sampling.temperature,
+                ended=ended,
+                cache_name=_cache_name(model),
+                keep_last=_keep_last(model),
+                prune_fraction=self.prune_fraction,
+            )
         return self._generations(rows, logps, sampling)
 
     def _hf_generate(
@@ -323,20 +311,8 @@ class HFEngine(RolloutEngine):
             kwargs.update(stop_strings=list(sampling.stop_strings), tokenizer=tok)
         if self.check_distribution:
             kwargs["output_scores"] = True
-        was_training = model.training
-        model.eval()
-        rng = (
-            torch.random.fork_rng(devices=[])
-            if sampling.seed is not None
-            else contextlib.nullcontext()
-        )
-        try:
-            with rng, neutral_generation_config(model):
-                if sampling.seed is not None:
-                    torch.manual_seed(sampling.seed)
-                result = model.generate(**kwargs)
-        finally:
-            model.train(was_training)
+        with seeded_eval(model, sampling.seed), neutral_generation_config(model):
+            result = model.generate(**kwargs)
         new_ids = result.sequences[:, width:].cpu()  # [b, n]
         if result.logits:
             scale = 1.0 if greedy else sampling.temperature
@@ -365,6 +341,22 @@ class HFEngine(RolloutEngine):
         else:
             logp = torch.zeros(new_ids.shape)
         return new_ids.tolist(), logp.tolist()
+
+
+@contextlib.contextmanager
+def seeded_eval(model: nn.Module, seed: int | None):
+    """The model in eval mode (its mode restored afterwards) and, with a seed, torch's CPU
+    random stream seeded and restored: a seeded call draws the same samples every time."""
+    was_training = model.training
+    model.eval()
+    rng = torch.random.fork_rng(devices=[]) if seed is not None else contextlib.nullcontext()
+    try:
+        with rng:
+            if seed is not None:
+                torch.manual_seed(seed)
+            yield
+    finally:
+        model.train(was_training)
 
 
 @contextlib.contextmanager
