@@ -62,7 +62,8 @@ def batch_layout(
     at least one suffix token.
     """
     groups = [
-        (rows, min(n, *(len(prompts[r]) - 1 for r in rows)) if rows else 0) for rows, n in groups
+        (rows, max(0, min(n, *(len(prompts[r]) - 1 for r in rows))) if rows else 0)
+        for rows, n in groups
     ]
     shared = [0] * len(prompts)
     for rows, n in groups:
@@ -157,10 +158,11 @@ def sample_loop(
     last = positions[:, -1:]
     for step in range(max_new_tokens):
         chosen, logp = next_tokens(logits, temperature)
+        picked, scores = chosen.tolist(), logp.tolist()  # one copy a step, not one per row
         for b, row in enumerate(live):
             if not done[row]:
-                tokens[row].append(int(chosen[b]))
-                logprobs[row].append(float(logp[b]))
+                tokens[row].append(picked[b])
+                logprobs[row].append(scores[b])
                 done[row] = ended(tokens[row])
         still = [b for b, row in enumerate(live) if not done[row]]
         if not still or step == max_new_tokens - 1:
