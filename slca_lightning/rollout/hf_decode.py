@@ -91,13 +91,14 @@ def sample_loop(
     pad: int,
     max_new_tokens: int,
     temperature: float,
-    ended: Callable[[list[int]], bool],
+    ended: Callable[[list[int]], str | None],
     cache_name: str,
     keep_last: dict[str, Any],
     prune_fraction: float = 0.25,
-) -> tuple[list[list[int]], list[list[float]]]:
-    """Generate up to ``max_new_tokens`` per prompt; ``(tokens, logprobs)`` per row, each row
-    ending at the token for which ``ended(row_tokens)`` first held.
+) -> tuple[list[list[int]], list[list[float]], list[str | None]]:
+    """Generate up to ``max_new_tokens`` per prompt; ``(tokens, logprobs, reasons)`` per row,
+    each row ending at the token for which ``ended(row_tokens)`` first named a reason (the
+    reason is None for a row that reached the cap).
 
     ``groups`` (see :func:`batch_layout`) names rows whose first ``shared`` tokens are the
     same: that prefix is prefilled once, as one row, and its keys and values are copied into
@@ -153,18 +154,18 @@ def sample_loop(
     tokens: list[list[int]] = [[] for _ in range(rows)]
     logprobs: list[list[float]] = [[] for _ in range(rows)]
     live = list(range(rows))  # batch position -> row
-    done = [False] * rows
+    reasons: list[str | None] = [None] * rows
     mask = attention
     last = positions[:, -1:]
     for step in range(max_new_tokens):
         chosen, logp = next_tokens(logits, temperature)
         picked, scores = chosen.tolist(), logp.tolist()  # one copy a step, not one per row
         for b, row in enumerate(live):
-            if not done[row]:
+            if reasons[row] is None:
                 tokens[row].append(picked[b])
                 logprobs[row].append(scores[b])
-                done[row] = ended(tokens[row])
-        still = [b for b, row in enumerate(live) if not done[row]]
+                reasons[row] = ended(tokens[row])
+        still = [b for b, row in enumerate(live) if reasons[row] is None]
         if not still or step == max_new_tokens - 1:
             break
         mask = torch.cat([mask, mask.new_ones(len(live), 1)], dim=1)
@@ -176,7 +177,7 @@ def sample_loop(
             mask, last, nxt = mask[keep], last[keep], nxt[keep]
             live = [live[b] for b in still]
         logits = forward(nxt.to(device), mask, last)
-    return tokens, logprobs
+    return tokens, logprobs, reasons
 
 
 def _keep_last(model: nn.Module) -> dict[str, Any]:

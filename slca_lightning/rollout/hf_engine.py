@@ -240,11 +240,11 @@ class HFEngine(RolloutEngine):
         stop_ids = self._stop_token_ids(stop_strings)
         end_ids = self._end_ids()
 
-        def ended(ids: list[int]) -> bool:
-            return self._stop_at(ids, len(ids) - 1, stop_strings, stop_ids, end_ids) is not None
+        def ended(ids: list[int]) -> str | None:
+            return self._stop_at(ids, len(ids) - 1, stop_strings, stop_ids, end_ids)
 
         with seeded_eval(model, sampling.seed):
-            rows, logps = sample_loop(
+            rows, logps, reasons = sample_loop(
                 model,
                 prompts,
                 groups,
@@ -256,7 +256,15 @@ class HFEngine(RolloutEngine):
                 keep_last=_keep_last(model),
                 prune_fraction=self.prune_fraction,
             )
-        return self._generations(rows, logps, sampling)
+        return [  # rows already end where they stopped: no second pass of _cut
+            Generation(
+                token_ids=ids,
+                logprobs=logp,
+                finish_reason="stop" if why else "length",
+                stop_reason=why,
+            )
+            for ids, logp, why in zip(rows, logps, reasons, strict=True)
+        ]
 
     def _hf_generate(
         self,

@@ -104,26 +104,15 @@ def _split(prompts: list[list[int]], rows: list[int], shared: int) -> list[tuple
     if len(rows) < 2:
         return []
     order = sorted(rows, key=lambda r: prompts[r])
-    runs: list[list[int]] = [[order[0]]]
-    for prev, row in itertools.pairwise(order):
-        if _common_prefix(prompts[prev], prompts[row], len(prompts[row])) > shared:
-            runs[-1].append(row)
-        else:
-            runs.append([row])
-    if len(runs) == 1 and len(order) > 1:  # all share more: the group's prefix was too short
-        lcp = min(
-            _common_prefix(prompts[a], prompts[b], len(prompts[b]))
-            for a, b in itertools.pairwise(order)
-        )
-        return [(order, _cap(prompts, order, lcp))] if lcp > shared else []
-    out = []
-    for run in runs:
-        if len(run) == 1:
-            out.append((run, _cap(prompts, run, len(prompts[run[0]]))))
-        else:
-            lcp = min(
-                _common_prefix(prompts[a], prompts[b], len(prompts[b]))
-                for a, b in itertools.pairwise(run)
-            )
-            out.append((run, _cap(prompts, run, lcp)))
+    lcps = [
+        _common_prefix(prompts[a], prompts[b], len(prompts[b]))
+        for a, b in itertools.pairwise(order)
+    ]
+    out, start = [], 0
+    for k in range(len(order)):  # a run ends where its neighbours share no more than the group
+        if k == len(order) - 1 or lcps[k] <= shared:
+            run = order[start : k + 1]
+            n = min(lcps[start:k]) if len(run) > 1 else len(prompts[run[0]])
+            out.append((run, _cap(prompts, run, n)))
+            start = k + 1
     return out
