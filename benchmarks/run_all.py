@@ -276,13 +276,12 @@ EMBED_END = "<!-- benchmarks table: end -->"
 
 def embed_table(path: Path, table_lines: list[str]) -> None:
     """Replace the lines between the two markers of ``path`` with ``table_lines``."""
-    text = path.read_text()
-    if EMBED_BEGIN not in text or EMBED_END not in text:
-        raise SystemExit(f"{path}: no {EMBED_BEGIN!r} … {EMBED_END!r} block to replace")
-    head, rest = text.split(EMBED_BEGIN, 1)
-    _, tail = rest.split(EMBED_END, 1)
-    body = "\n".join(table_lines)
-    path.write_text(f"{head}{EMBED_BEGIN}\n{body}\n{EMBED_END}{tail}")
+    from experiments.readme_block import replace_block
+
+    try:
+        replace_block(path, EMBED_BEGIN, EMBED_END, "\n".join(table_lines))
+    except ValueError as exc:  # a script's error: one line, no traceback
+        raise SystemExit(str(exc)) from None
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import json
 import math
 from pathlib import Path
 
+from experiments.readme_block import replace_block
+
 COLS = ("tool_accuracy", "success@0.9", "name_f1", "arg_match", "process")
 COLS += ("tool_calls_per_episode", "reference/summary")
 
@@ -153,9 +155,4 @@ def readme_block(runs: Path) -> str:
 
 def embed(path: Path, block: str) -> None:
     """Replace the marked block of ``path`` with ``block``."""
-    doc = path.read_text()
-    if EMBED_BEGIN not in doc or EMBED_END not in doc:
-        raise ValueError(f"{path} has no {EMBED_BEGIN!r} … {EMBED_END!r} block")
-    head, rest = doc.split(EMBED_BEGIN, 1)
-    _, tail = rest.split(EMBED_END, 1)
-    path.write_text(f"{head}{EMBED_BEGIN}\n{block}\n{EMBED_END}{tail}")
+    replace_block(path, EMBED_BEGIN, EMBED_END, block)

@@ -38,6 +38,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
 from experiments.learning.run import child, read_metrics  # noqa: E402
+from experiments.readme_block import replace_block  # noqa: E402
 
 COLUMNS = (
     "tool_accuracy",
@@ -228,10 +229,7 @@ def readme_block(out: Path) -> str:
 
 def embed(readme: Path, out: Path) -> None:
     """Rewrite the block between the smoke markers of ``readme`` from ``<out>/REPORT.md``."""
-    text = readme.read_text()
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{BEGIN}\n{readme_block(out)}{END}{tail}")
+    replace_block(readme, BEGIN, END, readme_block(out))
 
 
 def main(argv: list[str] | None = None) -> dict:

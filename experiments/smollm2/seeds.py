@@ -18,7 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
+
+from experiments.readme_block import replace_block
 
 __all__ = ["embed", "mcnemar_p", "paired_flips", "summarize"]
 
@@ -100,10 +105,7 @@ BEGIN, END = "<!-- smollm2 effect: begin -->", "<!-- smollm2 effect: end -->"
 
 def embed(readme: Path, text: str) -> None:
     """Rewrite the block between the effect markers of ``readme`` with ``text``."""
-    body = readme.read_text()
-    head, rest = body.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
+    replace_block(readme, BEGIN, END, text)
 
 
 def main(argv: list[str] | None = None) -> str:

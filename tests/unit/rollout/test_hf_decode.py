@@ -12,25 +12,10 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from slca_lightning.policy import load_policy
 from slca_lightning.rollout.engine import SamplingConfig
 from slca_lightning.rollout.hf_decode import batch_layout, next_tokens, positions_from_mask
 from slca_lightning.rollout.hf_engine import HFEngine
 from slca_lightning.rollout.kv_cache import GrowingKVLayer, growing_cache
-
-
-@pytest.fixture(scope="module")
-def policy():
-    return load_policy("tiny", seed=0)
-
-
-def _prompts():
-    gen = torch.Generator().manual_seed(0)
-    heads = [torch.randint(3, 500, (120,), generator=gen).tolist() for _ in range(2)]
-    prompts = [
-        h + torch.randint(3, 500, (r * 5,), generator=gen).tolist() for h in heads for r in range(3)
-    ]
-    return [*prompts, torch.randint(3, 500, (40,), generator=gen).tolist()]
 
 
 def test_growing_layer_holds_what_concatenation_holds():
@@ -92,7 +77,7 @@ def test_positions_follow_the_mask_and_greedy_scores_at_t_one():
 @pytest.mark.parametrize("share_prefix", [False, True])
 @pytest.mark.parametrize("prune_fraction", [0.01, 1.0])
 def test_greedy_loop_equals_generate_when_rows_end_at_different_steps(
-    policy, share_prefix, prune_fraction
+    policy, share_prefix, prune_fraction, prefix_prompts
 ):
     model, tok = policy
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=12, stop_strings=[])
@@ -103,7 +88,7 @@ def test_greedy_loop_equals_generate_when_rows_end_at_different_steps(
         )
         # a row ends after (its first token mod 7) + 2 tokens: rows end at different steps
         engine._stop_at = lambda ids, t, *rest: "eos" if t + 1 >= ids[0] % 7 + 2 else None
-        runs.append(engine.generate(_prompts(), sampling))
+        runs.append(engine.generate(prefix_prompts, sampling))
     ref, got = runs
     lengths = {len(g.token_ids) for g in ref}
     assert len(lengths) >= 3, f"rows must end at different steps to test pruning: {lengths}"
@@ -115,14 +100,14 @@ def test_greedy_loop_equals_generate_when_rows_end_at_different_steps(
         )
 
 
-def test_seeded_loop_sampling_is_reproducible_and_the_seed_matters(policy):
+def test_seeded_loop_sampling_is_reproducible_and_the_seed_matters(policy, prefix_prompts):
     model, tok = policy
     engine = HFEngine(model, tok, share_prefix=True)
     runs = [
         [
             g.token_ids
             for g in engine.generate(
-                _prompts(), SamplingConfig(temperature=1.0, max_new_tokens=10, seed=s)
+                prefix_prompts, SamplingConfig(temperature=1.0, max_new_tokens=10, seed=s)
             )
         ]
         for s in (3, 3, 4)
@@ -150,11 +135,11 @@ def test_batch_layout_places_prefixes_and_suffixes_on_literal_prompts():
 
 
 @pytest.mark.parametrize("max_batch_size", [64, 4])
-def test_one_batch_over_several_prefixes_equals_generate(policy, max_batch_size):
+def test_one_batch_over_several_prefixes_equals_generate(policy, max_batch_size, prefix_prompts):
     """Two clusters, repeated prompts and a loose row, in one batch (or split across
     batches): each prefix prefilled once and placed, greedy output as ``generate``'s."""
     model, tok = policy
-    prompts = [*_prompts(), *[_prompts()[0]] * 3, _prompts()[3][:100]]
+    prompts = [*prefix_prompts, *[prefix_prompts[0]] * 3, prefix_prompts[3][:100]]
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=12, stop_strings=[])
     ref = HFEngine(model, tok, decoder="generate").generate(prompts, sampling)
     got = HFEngine(model, tok, share_prefix=True, max_batch_size=max_batch_size).generate(
