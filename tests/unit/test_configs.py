@@ -157,3 +157,22 @@ def test_json_calls_overlay_sets_the_tool_format(tmp_path):
     fmt = cli.datamodule.tool_format
     assert isinstance(fmt, JSONFormat) and fmt.markers == ["<|python_tag|>"] and fmt.fences
     assert cli.datamodule.turn_end == "eos"
+
+
+def test_llama3_calls_overlay_sets_the_response_template_format(tmp_path):
+    from slca_lightning.calls.template_format import RESPONSE_TEMPLATES, ResponseTemplateFormat
+    from slca_lightning.cli import main
+
+    cli = main(
+        [
+            "--config",
+            str(ROOT / "configs/quickstart.yaml"),
+            "--config",
+            str(ROOT / "configs/overlays/llama3_calls.yaml"),
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
+        run=False,
+    )
+    fmt = cli.datamodule.tool_format
+    assert isinstance(fmt, ResponseTemplateFormat)
+    assert fmt.spec == RESPONSE_TEMPLATES["llama3_json"] and cli.datamodule.turn_end == "eos"
