@@ -122,10 +122,14 @@ def build_suite_tokenizer(
 
 def build_suite_model(
     tokenizer: Any,
-    hidden_size: int = SUITE_HIDDEN_SIZE,
-    num_layers: int = SUITE_NUM_LAYERS,
+    hidden_size: int | None = None,
+    num_layers: int | None = None,
     seed: int = 0,
 ) -> Any:
     """A randomly initialised Qwen2 causal LM for ``tokenizer`` (no dropout anywhere):
-    :func:`~slca_lightning.models.tiny.build_tiny_model` at this size."""
-    return build_tiny_model(tokenizer, hidden_size, num_layers, seed)
+    :func:`~slca_lightning.models.tiny.build_tiny_model` at this size. The size defaults to
+    :data:`SUITE_HIDDEN_SIZE` and :data:`SUITE_NUM_LAYERS` as they are *when called* (the
+    warm start's cache key reads them too, so a sweep that sets them trains what it says)."""
+    hidden = SUITE_HIDDEN_SIZE if hidden_size is None else hidden_size
+    layers = SUITE_NUM_LAYERS if num_layers is None else num_layers
+    return build_tiny_model(tokenizer, hidden, layers, seed)

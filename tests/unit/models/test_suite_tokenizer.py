@@ -60,3 +60,17 @@ def test_every_number_and_date_argument_is_copied_as_the_same_ids(tok):
                     assert _subsequence(ids, c_ids), (task.task_id, key, text)
                     checked += 1
     assert checked > 200  # dates, day counts, operands, unit values
+
+
+def test_the_model_size_is_read_when_the_model_is_built(monkeypatch, tok):
+    """A sweep sets ``suite.SUITE_HIDDEN_SIZE`` / ``SUITE_NUM_LAYERS`` and gets that size (the
+    defaults were once bound at import, so every size variant trained the default model)."""
+    from slca_lightning.models import suite
+    from slca_lightning.models.loading import load_model
+
+    monkeypatch.setattr(suite, "SUITE_HIDDEN_SIZE", 128)
+    monkeypatch.setattr(suite, "SUITE_NUM_LAYERS", 2)
+    model, _ = load_model("suite")
+    assert (model.config.hidden_size, model.config.num_hidden_layers) == (128, 2)
+    model = suite.build_suite_model(tok, hidden_size=64, num_layers=1)
+    assert (model.config.hidden_size, model.config.num_hidden_layers) == (64, 1)
