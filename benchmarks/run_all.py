@@ -191,10 +191,41 @@ def table(
             f"{g['tokens_per_s']['hf_engine']:.0f} tok/s", f"{g['tokens_per_s']['bare']:.0f} tok/s",
             f"{g['ratio']:.2f}×", "≥ 0.9",
         ))  # fmt: skip
+    rows += separate_rows()
     rows.append(("6", "vLLM (GPU)", gpu, "not measured", "—", "—", "—"))
     lines = ["| " + " | ".join(COLUMNS) + " |", "|---|---|---|---:|---:|---:|---|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return lines
+
+
+#: Figures of benchmarks too long for this script, each a committed JSON of its own run.
+SEPARATE = HERE / "results"
+
+
+def separate_rows() -> list[tuple[str, ...]]:
+    """Rows of the committed separate runs (``benchmarks/results/multiturn_*.json``, written
+    by ``bench_multiturn.py --out``), each marked as such with its date-free command shape."""
+    import json
+
+    rows = []
+    for path in sorted(SEPARATE.glob("multiturn_*.json")):
+        r = json.loads(path.read_text())
+        sh, tps = r["shape"], r["tokens_per_s"]
+        lo, hi = r["speedup_spread"]
+        calls = r["tool_calls_per_episode"]
+        rows.append((
+            "2", "multi-turn step with tools vs TRL `GRPOTrainer(tools=...)` (separate run)",
+            f"{sh['model']}, {sh['prompts_per_step']} prompts × G={sh['group_size']}, ≤{sh['turns']} "
+            f"turns × {sh['max_new_tokens']} new tokens, {r.get('threads', 1)} thread, "
+            f"{sh['micro_batch'] or sh['prompts_per_step'] * sh['group_size']} rows a "
+            f"forward/backward; {sh['steps']} steps after a warm-up × {sh['rounds']} round(s); "
+            f"{r['tokens_per_step']['slca']:.0f} / {r['tokens_per_step']['trl']:.0f} tokens/step, "
+            f"{r['step_seconds']['slca']:.1f} / {r['step_seconds']['trl']:.1f} s/step; tool results "
+            f"per episode {calls['slca']:.2f} / {calls['trl']:.2f}; per-round range {lo:.2f}–{hi:.2f} "
+            f"(`{path.relative_to(HERE.parent)}`)",
+            f"{tps['slca']:.0f} tok/s", f"{tps['trl']:.0f} tok/s", f"{r['speedup']:.2f}×", "≥ 1.5",
+        ))  # fmt: skip
+    return rows
 
 
 def gpu_note() -> str:

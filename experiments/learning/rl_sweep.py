@@ -48,6 +48,14 @@ _VALUE = {
 }  # fmt: skip
 
 
+#: 16 fixed training tasks, 60 steps.
+_FIX16 = {
+    "data.tasks.init_args.n_train": 16,
+    "data.tasks.init_args.train_start": 1280,
+    "trainer.max_steps": 60,
+}
+
+
 def _lr(value: float) -> dict:
     return {"model.learning_rate": value}
 
@@ -74,10 +82,15 @@ VARIANTS: dict[str, dict] = {
     "value": _VALUE,
     "value-neg0.25": {**_VALUE, "model.negative_weight": 0.25},
     "ppo2": {"model.ppo_epochs": 2, "trainer.max_steps": 80},  # max_steps counts optimiser steps
+    # Can RL fit a fixed set at all? 16 training tasks (1280-1295: neither demos nor held-out),
+    # each drawn ~15 times in 60 steps; read the training curve (--train-table).
+    "fix16-lr1e-4": {**_FIX16, **_lr(1e-4)},
+    "fix16-lr3e-4": {**_FIX16, **_lr(3e-4)},
+    "fix16-lr1e-3-neg0": {**_FIX16, **_lr(1e-3), "model.negative_weight": 0.0},
 }
 EVAL_KEYS = ("tool_accuracy", "success@0.9", "process", "tool_calls_per_episode", "name_f1")
 TRAIN_KEYS = (
-    "reward/total", "reward/tool", "reward/fmt", "reward/value",
+    "reward/total", "reward/tool", "reward/fmt", "reward/value", "reward/action",
     "rollout/invalid_calls_per_episode", "train/kl_mean", "train/entropy_mean",
 )  # fmt: skip
 
@@ -170,6 +183,30 @@ def render(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_train(records: list[dict]) -> str:
+    """A markdown table of the training curves: first 10 → last 10 steps of the strict
+    correctness of the training episodes (HierR's ``action``: calls exactly right), the value
+    score, the call format and the policy's entropy."""
+    lines = [
+        "| variant | seed | overrides | steps | strictly right calls | value | fmt | entropy |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        f, last = r["first10"], r["last10"]
+        if f.get("reward/action") is None:
+            continue  # recorded before the action reward was kept
+
+        def arrow(key: str, f: dict = f, last: dict = last) -> str:
+            return f"{f[key]:.3f} → {last[key]:.3f}"
+
+        over = ", ".join(_short(k, v) for k, v in r["overrides"].items())
+        lines.append(
+            f"| {r['name']} | {r['seed']} | {over or '–'} | {r['steps']} | {arrow('reward/action')} "
+            f"| {arrow('reward/value')} | {arrow('reward/fmt')} | {arrow('train/entropy_mean')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def launch(name: str, seed: int, args) -> tuple[subprocess.Popen, Path, float]:
     import yaml
 
@@ -206,12 +243,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--table", action="store_true", help="print --out as a markdown table, run nothing"
     )
+    p.add_argument(
+        "--train-table", action="store_true", help="print --out's training curves, run nothing"
+    )
     args = p.parse_args(argv)
     sys.path.insert(0, str(ROOT))  # experiments.learning.run, run as a script
-    if args.table:
-        print(
-            render([json.loads(line) for line in Path(args.out).read_text().splitlines()]), end=""
-        )
+    if args.table or args.train_table:
+        records = [json.loads(line) for line in Path(args.out).read_text().splitlines()]
+        print((render_train if args.train_table else render)(records), end="")
         return 0
     out = Path(args.out)
     done = set()

@@ -72,7 +72,9 @@ def test_run_all_quick_writes_every_row(tmp_path):
     assert generate + tools <= rollout + 0.1  # both are parts of the rollout
     assert 99.0 <= rollout + reward + diag + old + ref + update <= 101.0  # the step is their sum
 
-    assert len(by_item["2"]) == 3
+    separate = [r for r in by_item["2"] if "(separate run)" in r[1]]
+    assert len(separate) == len(list((ROOT / "benchmarks" / "results").glob("multiturn_*.json")))
+    assert len(by_item["2"]) == 3 + len(separate)
     for r in by_item["2"]:
         assert float(r[5].rstrip("×")) > 0
     whole = re.search(r"(\d+) / (\d+) tokens/step", by_item["2"][0][2])
