@@ -25,8 +25,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import re
 from typing import Any
+
+import regex as re  # transformers' own regex engine (a dependency of it): same pattern syntax
 
 from slca_lightning.calls.formats import Canonical, ToolCallFormat, _is_call
 from slca_lightning.calls.parsing import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
@@ -172,7 +173,7 @@ class ResponseTemplateFormat(ToolCallFormat):
     def _message(self, text: str) -> dict[str, Any] | None:
         try:
             return self._parse(text, self.spec, prefix=self._prefix)
-        except Exception:  # the parser raises on a region it cannot decode
+        except (ValueError, KeyError, TypeError):  # a region it cannot decode or transform
             return None
 
     def _canonical(self, text: str) -> Canonical:
@@ -181,7 +182,9 @@ class ResponseTemplateFormat(ToolCallFormat):
             regions = [(f, None) for f in _functions(message)]
             content = message.get("content") or ""
         else:  # cut at every opener and parse each piece alone
-            starts = [m.start() for m in self._opener.finditer(text)] or [0]
+            starts = [m.start() for m in self._opener.finditer(text)]
+            if not starts:  # nothing that opens a call failed: not a call attempt
+                return Canonical(text, 0, 0)
             pieces = [text[: starts[0]]] + [
                 text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True)
             ]
