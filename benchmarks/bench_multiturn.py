@@ -44,8 +44,7 @@ import warnings
 from dataclasses import dataclass
 
 import lightning as L
-from bench_fit import bare_trainer_args
-from bench_step import _per_step
+from bench_step import _per_step, slca_args, trl_config
 
 
 @dataclass
@@ -185,38 +184,12 @@ class _Clock(L.Callback):
         self.calls.append(sum(len(c) for e in eps for c in e.tool_results) / max(len(eps), 1))
 
 
-def slca_args(shape: MultiTurnShape, root: str) -> list[str]:
-    """The ``slca fit`` arguments of the matched run."""
-    b = shape.prompts_per_step * shape.group_size
-    return [
-        f"--model.model={shape.model}",
-        "--data.engine.class_path=slca_lightning.rollout.hf_engine.HFEngine",
-        "--data.engine.init_args.share_prefix=true",
-        f"--model.learning_rate={shape.lr}",
-        "--model.temperature=1.0",
-        "--model.kl_coef=0.0",
-        "--model.aggregation=grpo",
-        f"--model.micro_batch_size={shape.micro_batch or b}",
-        "--model.max_grad_norm=1.0",
-        "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
-        f"--data.tasks.init_args.n_train={shape.n_train}",
-        "--data.tasks.init_args.n_heldout=4",
-        f"--data.prompts_per_step={shape.prompts_per_step}",
-        f"--data.group_size={shape.group_size}",
-        f"--data.max_turns={shape.turns}",
-        f"--data.max_new_tokens={shape.max_new_tokens}",
-        f"--data.max_response_tokens={shape.turns * shape.max_new_tokens + 512}",
-        "--data.render_check=off",
-        *bare_trainer_args(shape.steps + 1, root),
-    ]
-
-
 def run_slca(shape: MultiTurnShape) -> tuple[float, float, float]:
     """One ``slca fit``: (tokens, seconds) of the measured steps and tool calls per episode."""
     from slca_lightning.cli import main
 
     with tempfile.TemporaryDirectory(prefix="slca_bench_mt_") as root:
-        cli = main(slca_args(shape, root), run=False)
+        cli = main(slca_args(shape, root, max_turns=shape.turns), run=False)
         clock = _Clock()
         cli.trainer.callbacks.append(clock)
         cli.trainer.fit(cli.model, cli.datamodule)
@@ -257,7 +230,7 @@ def run_trl(shape: MultiTurnShape, prompts: list[list[dict]]) -> tuple[float, fl
     """One ``GRPOTrainer(tools=...).train()``: (tokens, seconds) and tool calls per episode."""
     from datasets import Dataset
     from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from slca_lightning.policy import load_policy
 
@@ -274,18 +247,10 @@ def run_trl(shape: MultiTurnShape, prompts: list[list[dict]]) -> tuple[float, fl
 
     model, tokenizer = load_policy(shape.model, seed=0)
     model.train()
-    b = shape.prompts_per_step * shape.group_size
-    m = shape.micro_batch or b
     with tempfile.TemporaryDirectory(prefix="slca_bench_trl_mt_") as out:
-        args = GRPOConfig(
-            output_dir=out, per_device_train_batch_size=m, num_generations=shape.group_size,
-            max_completion_length=shape.turns * shape.max_new_tokens,
-            max_tool_calling_iterations=shape.turns - 1, gradient_accumulation_steps=b // m,
-            temperature=1.0, beta=0.0, loss_type="grpo", learning_rate=shape.lr,
-            weight_decay=0.0, max_grad_norm=1.0, lr_scheduler_type="constant", warmup_steps=0,
-            max_steps=shape.steps + 1, report_to=[], use_cpu=True, bf16=False,
-            logging_strategy="no", save_strategy="no", seed=0, dataloader_num_workers=0,
-            disable_tqdm=True, gradient_checkpointing=False,
+        args = trl_config(
+            shape, out, max_completion_length=shape.turns * shape.max_new_tokens,
+            max_tool_calling_iterations=shape.turns - 1,
         )  # fmt: skip
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

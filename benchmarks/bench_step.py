@@ -79,8 +79,9 @@ def _per_step(marks: list[tuple[float, int]], cumulative: bool) -> tuple[float, 
     return float(tokens), seconds
 
 
-def slca_args(shape: StepShape, root: str) -> list[str]:
-    """The ``slca fit`` arguments of the matched run."""
+def slca_args(shape, root: str, max_turns: int = 1) -> list[str]:
+    """The ``slca fit`` arguments of the matched run (``shape``: a :class:`StepShape` or any
+    object with its fields; ``max_turns`` > 1 lets episodes call tools)."""
     b = shape.prompts_per_step * shape.group_size
     return [
         f"--model.model={shape.model}",
@@ -97,10 +98,14 @@ def slca_args(shape: StepShape, root: str) -> list[str]:
         "--data.tasks.init_args.n_heldout=4",
         f"--data.prompts_per_step={shape.prompts_per_step}",
         f"--data.group_size={shape.group_size}",
-        "--data.max_turns=1",
+        f"--data.max_turns={max_turns}",
         f"--data.max_new_tokens={shape.max_new_tokens}",
         "--data.render_check=off",
         *bare_trainer_args(shape.steps + 1, root),
+        *(
+            [f"--data.max_response_tokens={max_turns * shape.max_new_tokens + 512}"]
+            * (max_turns > 1)
+        ),
     ]
 
 
@@ -129,11 +134,30 @@ def task_prompts(n: int, model: str = "tiny") -> list[str]:
     ]
 
 
+def trl_config(shape, out: str, **overrides):
+    """TRL's ``GRPOConfig`` matched to slca's side (see the module docstring): ``shape``'s
+    batch, group, rate and steps, ``micro_batch`` rows a forward/backward with the rest
+    accumulated (one generation a step), T = 1, no KL, loss ``grpo``, clip 1, constant rate,
+    fp32 on CPU, no checkpointing, logging or saving; ``overrides`` set the rest."""
+    from trl import GRPOConfig
+
+    b = shape.prompts_per_step * shape.group_size
+    m = shape.micro_batch or b
+    return GRPOConfig(
+        output_dir=out, per_device_train_batch_size=m, num_generations=shape.group_size,
+        gradient_accumulation_steps=b // m, temperature=1.0, beta=0.0, loss_type="grpo",
+        learning_rate=shape.lr, weight_decay=0.0, max_grad_norm=1.0, lr_scheduler_type="constant",
+        warmup_steps=0, max_steps=shape.steps + 1, report_to=[], use_cpu=True, bf16=False,
+        logging_strategy="no", save_strategy="no", seed=0, dataloader_num_workers=0,
+        disable_tqdm=True, gradient_checkpointing=False, **overrides,
+    )  # fmt: skip
+
+
 def run_trl(shape: StepShape, prompts: list[str]) -> tuple[float, float]:
     """One ``GRPOTrainer.train()``; (tokens, seconds) of the measured steps."""
     from datasets import Dataset
     from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from slca_lightning.policy import load_policy
 
@@ -145,18 +169,8 @@ def run_trl(shape: StepShape, prompts: list[str]) -> tuple[float, float]:
 
     model, tokenizer = load_policy(shape.model, seed=0)
     model.train()  # as slca trains it (a folder loads in eval mode; dropout is 0 either way)
-    b = shape.prompts_per_step * shape.group_size
-    m = shape.micro_batch or b  # TRL: m rows a forward/backward, b / m accumulated, one generation
     with tempfile.TemporaryDirectory(prefix="slca_bench_trl_step_") as out:
-        args = GRPOConfig(
-            output_dir=out, per_device_train_batch_size=m, num_generations=shape.group_size,
-            max_completion_length=shape.max_new_tokens, gradient_accumulation_steps=b // m,
-            temperature=1.0, beta=0.0, loss_type="grpo", learning_rate=shape.lr,
-            weight_decay=0.0, max_grad_norm=1.0, lr_scheduler_type="constant", warmup_steps=0,
-            max_steps=shape.steps + 1, report_to=[], use_cpu=True, bf16=False,
-            logging_strategy="no", save_strategy="no", seed=0, dataloader_num_workers=0,
-            disable_tqdm=True, gradient_checkpointing=False,
-        )  # fmt: skip
+        args = trl_config(shape, out, max_completion_length=shape.max_new_tokens)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trainer = GRPOTrainer(

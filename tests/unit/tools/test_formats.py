@@ -17,7 +17,7 @@ from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.testing import build_tiny_tokenizer
 from slca_lightning.tools.backends import PythonBackend
 from slca_lightning.tools.sgls import SchemaGuidedSimulator
-from slca_lightning.types import Task, ToolCall
+from slca_lightning.types import ToolCall
 
 ADD = {"name": "add", "arguments": {"a": 2, "b": 3}}
 
@@ -86,32 +86,9 @@ def test_a_format_without_closing_tags_refuses_turn_end_tool_call():
     assert RolloutDataModule(turn_end="eos", tool_format=JSONFormat()).tool_format.turn_ends
 
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two integers",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                "required": ["a", "b"],
-            },
-        },
-    }
-]
-
-
-def test_agent_loop_executes_json_calls_and_rewards_read_the_canonical_text():
+def test_agent_loop_executes_json_calls_and_rewards_read_the_canonical_text(add_task):
     tok = build_tiny_tokenizer()
-    task = Task(
-        task_id="t0",
-        messages=[{"role": "user", "content": "What is 2+3?"}],
-        tools=TOOLS,
-        allowed_tools=["add"],
-        gold_calls=[[ToolCall("add", {"a": 2, "b": 3})]],
-        question="What is 2+3?",
-    )
+    task = add_task
     turns = ["<|python_tag|>" + json.dumps({"name": "add", "parameters": {"a": 2, "b": 3}}),
              "The sum is 5."]  # fmt: skip
     engine = ScriptedEngine(tok, lambda ctx, turn: turns[min(turn, 1)] + tok.eos_token)
@@ -137,10 +114,9 @@ def _hermes_twin(ep):
     return twin
 
 
-def test_without_the_json_format_the_same_turn_is_no_call():
+def test_without_the_json_format_the_same_turn_is_no_call(add_task):
     tok = build_tiny_tokenizer()
-    task = Task(task_id="t0", messages=[{"role": "user", "content": "2+3?"}], tools=TOOLS,
-                allowed_tools=["add"], gold_calls=[[ToolCall("add", {"a": 2, "b": 3})]])  # fmt: skip
+    task = add_task
     engine = ScriptedEngine(tok, lambda ctx, turn: json.dumps(ADD) + tok.eos_token)
     sim = SchemaGuidedSimulator(PythonBackend({"add": lambda a, b: {"sum": a + b}}), timeout_s=None)
     loop = AgentLoop(engine, tok, sim, SamplingConfig(max_new_tokens=200, stop_strings=[]))

@@ -17,7 +17,7 @@ from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.testing import build_tiny_tokenizer
 from slca_lightning.tools.backends import PythonBackend
 from slca_lightning.tools.sgls import SchemaGuidedSimulator
-from slca_lightning.types import Task, ToolCall
+from slca_lightning.types import ToolCall
 
 ADD = {"name": "add", "arguments": {"a": 2, "b": 3}}
 MUL = {"name": "mul", "arguments": {"a": 4, "b": 5}}
@@ -119,32 +119,9 @@ def test_turn_end_follows_the_closing_tag():
         RolloutDataModule(turn_end="tool_call", tool_format=ResponseTemplateFormat("llama3_json"))
 
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two integers",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                "required": ["a", "b"],
-            },
-        },
-    }
-]
-
-
-def test_agent_loop_runs_llama_calls_and_hierr_scores_them():
+def test_agent_loop_runs_llama_calls_and_hierr_scores_them(add_task):
     tok = build_tiny_tokenizer()
-    task = Task(
-        task_id="t0",
-        messages=[{"role": "user", "content": "What is 2+3?"}],
-        tools=TOOLS,
-        allowed_tools=["add"],
-        gold_calls=[[ToolCall("add", {"a": 2, "b": 3})]],
-        question="What is 2+3?",
-    )
+    task = add_task
     turns = ["<|python_tag|>" + json.dumps(_params(ADD)), "The sum of 2 and 3 is 5."]
     engine = ScriptedEngine(tok, lambda ctx, turn: turns[min(turn, 1)] + tok.eos_token)
     sim = SchemaGuidedSimulator(PythonBackend({"add": lambda a, b: {"sum": a + b}}), timeout_s=None)
