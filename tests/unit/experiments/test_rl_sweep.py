@@ -65,3 +65,17 @@ def test_readme_sweep_table_is_rendered_from_the_committed_results():
     begin, end = "<!-- sweep table: begin -->\n", "<!-- sweep table: end -->"
     table = text[text.index(begin) + len(begin) : text.index(end)]
     assert table == rl_sweep.render(records)
+
+
+def test_readme_fix16_table_is_the_training_curves_of_the_file():
+    """experiments/learning/README.md's fixed-set table is ``rl_sweep.py --train-table``."""
+    import json
+
+    here = ROOT / "experiments" / "learning"
+    lines = (here / "results" / "rl_sweep_2026-12-06.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert {r["name"] for r in records} >= {"fix16-lr1e-4", "fix16-lr3e-4", "fix16-lr1e-3-neg0"}
+    text = (here / "README.md").read_text()
+    begin, end = "<!-- fix16 table: begin -->\n", "<!-- fix16 table: end -->"
+    table = text[text.index(begin) + len(begin) : text.index(end)]
+    assert table == rl_sweep.render_train(records)
