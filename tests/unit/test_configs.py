@@ -176,3 +176,23 @@ def test_llama3_calls_overlay_sets_the_response_template_format(tmp_path):
     fmt = cli.datamodule.tool_format
     assert isinstance(fmt, ResponseTemplateFormat)
     assert fmt.spec == RESPONSE_TEMPLATES["llama3_json"] and cli.datamodule.turn_end == "eos"
+
+
+def test_stop_decision_overlay_credits_the_stop_token_as_a_tool_token(tmp_path):
+    from slca_lightning.cli import main
+    from slca_lightning.segmenters import MaskRunSegmenter
+
+    cli = main(
+        [
+            "--config",
+            str(ROOT / "configs/quickstart.yaml"),
+            "--config",
+            str(ROOT / "configs/overlays/stop_decision.yaml"),
+            f"--trainer.default_root_dir={tmp_path}",
+        ],
+        run=False,
+    )
+    seg = cli.model.segmenter
+    assert isinstance(seg, MaskRunSegmenter) and seg.stop_decision_tokens == 1
+    # the rest of the quickstart is untouched
+    assert cli.model.reward_head.credit_abstention is True
