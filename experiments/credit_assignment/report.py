@@ -272,7 +272,9 @@ def plot(groups, noise: float, methods: list[str], path: str) -> None:
             if not steps:
                 continue
             if kind == "train":  # 3-step moving average of the per-step means
-                means = [statistics.fmean(by_step[s]) for s in steps]
+                # leakage is a ratio whose denominator can be ~0 in a step: median over seeds
+                centre = statistics.median if key == "adv/summary_leakage" else statistics.fmean
+                means = [centre(by_step[s]) for s in steps]
                 smooth = [statistics.fmean(means[max(0, i - 2) : i + 1]) for i in range(len(means))]
                 ax.plot(steps, smooth, label=LABEL[m])
             else:

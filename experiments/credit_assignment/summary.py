@@ -106,12 +106,14 @@ def run_summary(run: dict, target: float, target_metric: str = "process") -> dic
         out["mean_process"] = statistics.fmean(m.get("process", math.nan) for _, m in evals)
         out["final/process"] = last.get("process", math.nan)
         out["start/process"] = first.get("process", math.nan)
-    for key, name in (
-        ("adv/contamination", "contamination"),
-        ("adv/summary_leakage", "leakage"),
+    # contamination (a correlation) is a mean over steps; leakage (a ratio over the step's
+    # tool-credit norm, which can be ~0) the median, so one near-empty step cannot swamp it
+    for key, name, centre in (
+        ("adv/contamination", "contamination", statistics.fmean),
+        ("adv/summary_leakage", "leakage", statistics.median),
     ):
         values = [v for _, v in _series(run, key)]
-        out[name] = statistics.fmean(values) if values else math.nan
+        out[name] = centre(values) if values else math.nan
     for key, name in (
         ("rollout/tool_calls_per_episode", "train_calls"),
         ("reward/tool", "train_tool"),

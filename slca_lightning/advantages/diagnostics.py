@@ -40,6 +40,12 @@ def advantage_contamination(
     return float((r * a).sum() / denom)
 
 
+#: Below this root-mean-square tool-token advantage a step has no tool credit to speak of,
+#: and :func:`summary_leakage` reports NaN: a ratio over a norm of rounding noise ran to
+#: 5e4 in one ToolPO step of the credit-assignment study.
+MIN_TOOL_CREDIT_RMS = 1e-3
+
+
 def summary_leakage(
     router,
     rewards,
@@ -73,16 +79,16 @@ def summary_leakage(
         generator: seeds the permutations.
 
     Returns:
-        The ratio, or NaN when there is no tool token with a non-zero advantage or no
-        ``summary`` channel.
+        The ratio, or NaN when the tool tokens carry no credit (root-mean-square advantage
+        at most :data:`MIN_TOOL_CREDIT_RMS`) or there is no ``summary`` channel.
     """
     if "summary" not in rewards.channels or "tool" not in segments.masks:
         return float("nan")
     tool_mask = segments.masks["tool"].to(token_advantages.device)
     base = token_advantages[tool_mask]
     norm = float(base.norm())
-    if base.numel() == 0 or norm == 0.0:
-        return float("nan")
+    if base.numel() == 0 or norm <= MIN_TOOL_CREDIT_RMS * base.numel() ** 0.5:
+        return float("nan")  # no tool credit to move: the ratio would be noise over ~0
     summary = rewards.channels["summary"].detach().cpu().clone()
     keep = torch.zeros_like(summary, dtype=torch.bool) if exclude is None else exclude.cpu()
     gids = group_ids.cpu()

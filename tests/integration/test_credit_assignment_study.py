@@ -77,6 +77,21 @@ def test_paired_differences_and_the_reading_on_literal_runs():
     assert report.pm([float("nan")]) == "–"
 
 
+def test_a_runs_leakage_is_the_median_over_steps_and_contamination_the_mean():
+    """One step whose tool credit was ~0 logged a leakage of 5e4 (ToolPO, σ = 0.5, seed 2):
+    it must not swamp the run's figure."""
+    from experiments.credit_assignment.summary import run_summary
+
+    steps = [(1, 0.9, 0.1), (2, 1.1, 0.2), (3, 50014.2, 0.6)]
+    run = {
+        "train": {s: {"adv/summary_leakage": leak, "adv/contamination": c} for s, leak, c in steps},
+        "eval": {},
+    }
+    out = run_summary(run, target=0.42)
+    assert out["leakage"] == 1.1
+    assert out["contamination"] == pytest.approx(0.3)
+
+
 def test_quick_study_writes_every_table_and_plot(tmp_path):
     out = tmp_path / "REPORT.md"
     proc = subprocess.run(

@@ -152,3 +152,17 @@ def test_routers_log_statistics_per_channel_read():
     )
     slca = SLCARouter().route(rewards(), mask_run_segments(MASK), GROUPS).stats
     assert "adv/channel/action/mean" not in slca and "adv/channel/summary/mean" in slca
+
+
+def test_leakage_is_nan_when_tool_credit_is_rounding_noise():
+    """A step whose tool tokens carry ~no credit (here GRPO's, scaled to an RMS of ~1e-5)
+    reports NaN, not the huge ratio of a permutation's change over ~0."""
+    segs = mask_run_segments(MASK)
+    r = rewards()
+    router = GRPORouter()
+    adv = router(r, segs, GROUPS) * 1e-5
+    gen = torch.Generator().manual_seed(0)
+    assert math.isnan(summary_leakage(router, r, segs, GROUPS, adv, generator=gen))
+    # at full scale the same step is a finite ratio
+    full = summary_leakage(router, r, segs, GROUPS, adv * 1e5, generator=gen)
+    assert math.isfinite(full)
