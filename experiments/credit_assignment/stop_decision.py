@@ -103,17 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    from slca_lightning.cli import main as cli_main
+    from experiments.learning.passk import config_policy
     from slca_lightning.eval.in_domain import greedy_loop
 
     t0 = time.perf_counter()
-    cli_args = ["--config", args.config, f"--seed_everything={args.seed}"]
-    if args.model:
-        cli_args.append(f"--model.model={args.model}")
-    cli = cli_main(cli_args, run=False)
+    cli, policy, tokenizer = config_policy(args.config, args.seed, model=args.model)
     module = cli.model
-    module.configure_model()
-    policy, tokenizer = module.policy.eval(), module.tokenizer
     dm = cli.datamodule
     source = dm.source
     tasks = []

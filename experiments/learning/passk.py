@@ -64,14 +64,31 @@ def summarise(rows: list[dict], k: int) -> dict:
     return out
 
 
-def _policy(cli, checkpoint: str | None):
+def config_policy(config: str, seed: int, checkpoint: str | None = None, model: str | None = None):
+    """A config's CLI objects (not run) and its policy in eval mode with its tokenizer.
+
+    Args:
+        config: the ``slca fit`` YAML.
+        seed: ``seed_everything``.
+        checkpoint: an RL checkpoint whose policy weights replace the config's model.
+        model: overrides the config's ``model:`` (a source name or folder).
+
+    Returns:
+        ``(cli, policy, tokenizer)``.
+    """
+    from slca_lightning.cli import main as cli_main
+
+    cli_args = ["--config", config, f"--seed_everything={seed}"]
+    if model:
+        cli_args.append(f"--model.model={model}")
+    cli = cli_main(cli_args, run=False)
     module = cli.model
     module.configure_model()
     if checkpoint:
         state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
         weights = {k[len("policy.") :]: v for k, v in state.items() if k.startswith("policy.")}
         module.policy.load_state_dict(weights, strict=True)
-    return module.policy.eval(), module.tokenizer
+    return cli, module.policy.eval(), module.tokenizer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,13 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    from slca_lightning.cli import main as cli_main
     from slca_lightning.eval.in_domain import greedy_loop
     from slca_lightning.eval.metrics import episode_stats
 
     t0 = time.perf_counter()
-    cli = cli_main(["--config", args.config, f"--seed_everything={args.seed}"], run=False)
-    policy, tokenizer = _policy(cli, args.checkpoint)
+    cli, policy, tokenizer = config_policy(args.config, args.seed, args.checkpoint)
     dm = cli.datamodule
     source = dm.source
     tasks = (source.heldout() if args.split == "heldout" else source.train())[: args.tasks]

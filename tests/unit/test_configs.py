@@ -140,20 +140,26 @@ def test_sft_config_builds_through_slca_sft(tmp_path):
     assert cli.datamodule.skip == (256, 512) and cli.datamodule.batch_size == 4
 
 
-def test_json_calls_overlay_sets_the_tool_format(tmp_path):
-    from slca_lightning.calls.formats import JSONFormat
+def quickstart_with(overlay: str, root) -> object:
+    """The quickstart with ``configs/overlays/<overlay>.yaml`` on top, built but not run."""
     from slca_lightning.cli import main
 
-    cli = main(
+    return main(
         [
             "--config",
             str(ROOT / "configs/quickstart.yaml"),
             "--config",
-            str(ROOT / "configs/overlays/json_calls.yaml"),
-            f"--trainer.default_root_dir={tmp_path}",
+            str(ROOT / f"configs/overlays/{overlay}.yaml"),
+            f"--trainer.default_root_dir={root}",
         ],
         run=False,
     )
+
+
+def test_json_calls_overlay_sets_the_tool_format(tmp_path):
+    from slca_lightning.calls.formats import JSONFormat
+
+    cli = quickstart_with("json_calls", tmp_path)
     fmt = cli.datamodule.tool_format
     assert isinstance(fmt, JSONFormat) and fmt.markers == ["<|python_tag|>"] and fmt.fences
     assert cli.datamodule.turn_end == "eos"
@@ -161,37 +167,17 @@ def test_json_calls_overlay_sets_the_tool_format(tmp_path):
 
 def test_llama3_calls_overlay_sets_the_response_template_format(tmp_path):
     from slca_lightning.calls.template_format import RESPONSE_TEMPLATES, ResponseTemplateFormat
-    from slca_lightning.cli import main
 
-    cli = main(
-        [
-            "--config",
-            str(ROOT / "configs/quickstart.yaml"),
-            "--config",
-            str(ROOT / "configs/overlays/llama3_calls.yaml"),
-            f"--trainer.default_root_dir={tmp_path}",
-        ],
-        run=False,
-    )
+    cli = quickstart_with("llama3_calls", tmp_path)
     fmt = cli.datamodule.tool_format
     assert isinstance(fmt, ResponseTemplateFormat)
     assert fmt.spec == RESPONSE_TEMPLATES["llama3_json"] and cli.datamodule.turn_end == "eos"
 
 
 def test_stop_decision_overlay_credits_the_stop_token_as_a_tool_token(tmp_path):
-    from slca_lightning.cli import main
     from slca_lightning.segmenters import MaskRunSegmenter
 
-    cli = main(
-        [
-            "--config",
-            str(ROOT / "configs/quickstart.yaml"),
-            "--config",
-            str(ROOT / "configs/overlays/stop_decision.yaml"),
-            f"--trainer.default_root_dir={tmp_path}",
-        ],
-        run=False,
-    )
+    cli = quickstart_with("stop_decision", tmp_path)
     seg = cli.model.segmenter
     assert isinstance(seg, MaskRunSegmenter) and seg.stop_decision_tokens == 1
     # the rest of the quickstart is untouched
