@@ -26,8 +26,10 @@ from experiments.credit_assignment.summary import (  # noqa: F401  (importable f
     _series,
     _stats,
     _third_means,
+    ci95,
     grouped,
     load_runs,
+    min_detectable,
     paired,
     pm,
     read_metrics,
@@ -36,9 +38,11 @@ from experiments.credit_assignment.summary import (  # noqa: F401  (importable f
 
 
 def _steps_cell(rows: list[dict], max_step: int) -> str:
+    """Mean steps to the target over the runs that reached it after step 0; a run whose
+    warm start was already there shows ``start`` and is left out of the mean."""
     hits = [r.get("steps_to_target", math.nan) for r in rows]
-    reached = [h for h in hits if not math.isnan(h)]
-    per_seed = ", ".join("–" if math.isnan(h) else f"{h:.0f}" for h in hits)
+    reached = [h for h in hits if not math.isnan(h) and h > 0]
+    per_seed = ", ".join("–" if math.isnan(h) else "start" if h == 0 else f"{h:.0f}" for h in hits)
     if not reached:
         return f"not reached in {max_step} ({per_seed})"
     return f"{statistics.fmean(reached):.1f} ({len(reached)}/{len(hits)}: {per_seed})"
@@ -49,7 +53,8 @@ def method_table(
     groups, noise: float, methods: list[str], max_step: int, target: float, metric: str
 ):
     head = ["method", f"steps to held-out {metric} ≥ {target:g}", "mean held-out process"]
-    head += [name for _, name in FINAL] + ["contamination", "summary leakage"]
+    head += [name for _, name in FINAL] + ["Δ tool acc. (from own start)", "Δ Success@0.9"]
+    head += ["contamination", "summary leakage"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for m in methods:
         rows = groups.get((noise, m), [])
@@ -57,6 +62,7 @@ def method_table(
             continue
         cells = [LABEL[m], _steps_cell(rows, max_step), pm([r["mean_process"] for r in rows])]
         cells += [pm([r[f"final/{k}"] for r in rows]) for k, _ in FINAL]
+        cells += [pm([r.get(f"gain/{k}", math.nan) for r in rows]) for k in GAINS]
         cells += [pm([r["contamination"] for r in rows]), pm([r["leakage"] for r in rows])]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -94,7 +100,44 @@ def calls_table(groups, noise: float, methods: list[str]):
     return lines
 
 
+GAINS = ("tool_accuracy", "success@0.9")
+
+
+def _ci_cell(values: list[float]) -> str:
+    ci = ci95(values)
+    return "" if ci is None else f" [{ci[0]:+.3f}, {ci[1]:+.3f}]"
+
+
+def warm_start_table(runs: list[dict]) -> list[str]:
+    """Which warm-start weights (SHA-256 prefix) each cell's runs began from, and their
+    held-out tool accuracy at step 0: runs from different weights are not paired."""
+    cells: dict[str, dict] = defaultdict(lambda: {"where": defaultdict(list), "start": set()})
+    for r in runs:
+        if r.get("error") or not r["eval"]:
+            continue
+        entry = cells[r.get("warm_start") or "unknown"]
+        entry["where"][(r["noise"], r["method"])].append(r["seed"])
+        first = sorted(r["eval"].items())[0][1]
+        entry["start"].add(round(first.get("tool_accuracy", math.nan), 3))
+    lines = [
+        "| warm start (SHA-256) | runs | step-0 tool acc. | cells (σ, method: seeds) |",
+        "|---|---:|---|---|",
+    ]
+    for sha, entry in sorted(cells.items(), key=lambda kv: -sum(map(len, kv[1]["where"].values()))):
+        where = "; ".join(
+            f"{n:g} {LABEL[m]}: {','.join(map(str, sorted(seeds)))}"
+            for (n, m), seeds in sorted(
+                entry["where"].items(), key=lambda kv: (kv[0][0], ORDER.index(kv[0][1]))
+            )
+        )
+        count = sum(map(len, entry["where"].values()))
+        start = ", ".join(f"{a:.3f}" for a in sorted(entry["start"]))
+        lines.append(f"| `{sha}` | {count} | {start} | {where} |")
+    return lines
+
+
 PAIRED_KEYS = (
+    ("gain/tool_accuracy", "Δ tool acc. from the run's own start"),
     ("mean_process", "mean held-out process over the evaluations (convergence)"),
     ("final/process", "final held-out process"),
     ("final/tool_accuracy", "final tool acc."),
@@ -107,14 +150,14 @@ PAIRED_KEYS = (
 
 
 def paired_table(groups, noises: list[float]):
-    head = ["SLCA − GRPO (paired by seed)"] + [f"σ = {n:g}" for n in noises]
+    head = ["SLCA − GRPO (paired by seed): mean ± std [95 % CI]"] + [f"σ = {n:g}" for n in noises]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for key, name in PAIRED_KEYS:
         cells = [name]
         for n in noises:
             d = paired(groups.get((n, "slca"), []), groups.get((n, "grpo"), []), key)
             wins = sum(x > 0 for x in d)
-            cells.append(f"{pm(d)} (>0 in {wins}/{len(d)})" if d else "–")
+            cells.append(f"{pm(d)}{_ci_cell(d)} (>0 in {wins}/{len(d)})" if d else "–")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -171,12 +214,16 @@ def noise_invariance(runs: list[dict]) -> list[str]:
         reads = router_channels(method)
         if reads & {"summary", "total"}:
             continue
-        by_seed: dict[int, list[dict]] = defaultdict(list)
+        by_seed: dict[tuple, list[dict]] = defaultdict(list)
         for r in runs:
             if r["method"] == method and not r.get("error") and r["eval"]:
-                by_seed[r["seed"]].append(r)
+                by_seed[(r["seed"], r.get("warm_start"))].append(r)
         pairs = [rs for rs in by_seed.values() if len(rs) > 1]
         if not pairs:
+            out.append(
+                f"- {LABEL[method]} reads {sorted(reads)}, never the judge, but no seed has runs "
+                "at two noise levels from the same warm start: invariance not checked."
+            )
             continue
         same = all(
             rs[0]["eval"] == other["eval"]
@@ -187,7 +234,7 @@ def noise_invariance(runs: list[dict]) -> list[str]:
         verdict = "identical" if same else "NOT identical (the noise reached it: a bug)"
         out.append(
             f"- {LABEL[method]} reads {sorted(reads)}, never the judge: its runs of each seed "
-            f"are {verdict} across noise levels ({len(pairs)} seeds compared)."
+            f"are {verdict} across noise levels ({len(pairs)} seeds with one warm start compared)."
         )
     return out
 
@@ -208,9 +255,38 @@ def reading(groups, noises: list[float]) -> list[str]:
             f"no detectable difference ({mean:+.3f} ± {std:.3f}, n={n}: within 2 standard errors)"
         )
 
+    intervals = excluding = 0
+    for n in noises:
+        for m in ORDER:
+            gains = [r.get("gain/tool_accuracy", math.nan) for r in groups.get((n, m), [])]
+            mean, _, k = _stats(gains)
+            ci = ci95(gains)
+            if ci is None:
+                continue
+            learns = "rises" if ci[0] > 0 else "falls" if ci[1] < 0 else "does not move detectably"
+            intervals += 1
+            excluding += learns != "does not move detectably"
+            out.append(
+                f"- σ = {n:g}, {LABEL[m]}: held-out tool accuracy {learns} from its start "
+                f"({mean:+.3f}, 95 % CI [{ci[0]:+.3f}, {ci[1]:+.3f}], n={k}; one task = 0.016)."
+            )
+    if intervals:
+        out.append(
+            f"- {excluding} of these {intervals} intervals exclude 0; with {intervals} "
+            f"independent 95 % intervals and no true change, {0.05 * intervals:.1f} would on "
+            "average."
+        )
     gaps = {}
     for n in noises:
         s, g = groups.get((n, "slca"), []), groups.get((n, "grpo"), [])
+        for key, name in (("gain/tool_accuracy", "Δ tool accuracy"),):
+            d = paired(s, g, key)
+            if len(d) >= 2:
+                out.append(
+                    f"- σ = {n:g}, SLCA − GRPO on {name}: with n={len(d)} pairs and this spread the "
+                    f"design detects (80 % power, 5 % two-sided) only differences above "
+                    f"{min_detectable(d):.3f} ({min_detectable(d) / 0.015625:.1f} tasks of 64)."
+                )
         d = paired(s, g, "mean_process")
         gaps[n] = _stats(d)[0]
         out.append(f"- σ = {n:g}, convergence (mean held-out process): {verdict(d)}.")
@@ -341,6 +417,16 @@ def write_report(
         lines += [f"## Judge noise σ = {noise:g}", ""]
         lines += [*method_table(groups, noise, methods, max_step, target, target_metric), ""]
         lines += [f"![curves at σ = {noise:g}]({png.name})", ""]
+    lines += [
+        "## Warm starts",
+        "",
+        "The warm start is rebuilt (SFT) when the cache is empty, and CPUs or library versions "
+        "that differ give different weights; runs are paired only with runs from the same "
+        "weights, and gains are measured from each run's own step-0 evaluation.",
+        "",
+        *warm_start_table(runs),
+        "",
+    ]
     lines += ["## SLCA − GRPO, paired by seed", "", *paired_table(groups, noises), ""]
     lines += ["## Tool-call count drift (per-segment normalisation risk)", ""]
     for noise in noises:

@@ -69,6 +69,10 @@ def load_runs(folders: list[str]) -> list[dict]:
         if not meta_path.is_file():
             continue
         run = json.loads(meta_path.read_text())
+        prov = Path(folder) / "logs" / "version_0" / "provenance.json"
+        if prov.is_file():  # which warm-start weights the run began from
+            sha = json.loads(prov.read_text()).get("model_sha256")  # None: a random model
+            run["warm_start"] = sha[:10] if sha else None
         csv_path = Path(folder) / "logs" / "version_0" / "metrics.csv"
         run["train"], run["eval"] = read_metrics(csv_path) if csv_path.is_file() else ({}, {})
         runs.append(run)
@@ -99,6 +103,10 @@ def run_summary(run: dict, target: float, target_metric: str = "process") -> dic
             out[f"final/{key}"] = last.get(key, math.nan)
         out["start/tool_calls_per_episode"] = first.get("tool_calls_per_episode", math.nan)
         out["start/tool_accuracy"] = first.get("tool_accuracy", math.nan)
+        out["gain/tool_accuracy"] = last.get("tool_accuracy", math.nan) - out["start/tool_accuracy"]
+        out["gain/success@0.9"] = last.get("success@0.9", math.nan) - first.get(
+            "success@0.9", math.nan
+        )
         curve = [(s, m.get(target_metric, math.nan)) for s, m in evals]
         hit = next((s for s, a in curve if a >= target), None)
         out["steps_to_target"] = math.nan if hit is None else float(hit)
@@ -151,13 +159,43 @@ def grouped(
         if run.get("error"):
             continue
         summary = run_summary(run, target, target_metric)
-        out[(run["noise"], run["method"])].append({"seed": run["seed"], **summary})
+        row = {"seed": run["seed"], "warm_start": run.get("warm_start"), **summary}
+        out[(run["noise"], run["method"])].append(row)
     return dict(out)
 
 
 def paired(a: list[dict], b: list[dict], key: str) -> list[float]:
-    """Per-seed ``a[key] − b[key]`` over the seeds both have."""
-    bs = {r["seed"]: r[key] for r in b if key in r and not math.isnan(r[key])}
-    return [
-        r[key] - bs[r["seed"]] for r in a if key in r and not math.isnan(r[key]) and r["seed"] in bs
-    ]
+    """Per-seed ``a[key] − b[key]`` over the seeds both have, from the same warm start (a
+    pair whose runs began from different weights, where both record theirs, is left out)."""
+    bs = {
+        r["seed"]: (r[key], r.get("warm_start")) for r in b if key in r and not math.isnan(r[key])
+    }
+    out = []
+    for r in a:
+        if key not in r or math.isnan(r[key]) or r["seed"] not in bs:
+            continue
+        value, start = bs[r["seed"]]
+        if start and r.get("warm_start") and start != r["warm_start"]:
+            continue
+        out.append(r[key] - value)
+    return out
+
+
+#: Two-sided 97.5 % quantiles of Student's t for 1-10 degrees of freedom (then ~normal).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+
+
+def ci95(values: list[float]) -> tuple[float, float] | None:
+    """The 95 % t-interval of the mean of ``values`` (None with fewer than two)."""
+    mean, std, n = _stats(values)
+    if n < 2:
+        return None
+    half = (_T975[n - 2] if n - 1 <= len(_T975) else 1.96) * std / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def min_detectable(values: list[float]) -> float:
+    """The smallest true mean difference this many paired runs with this spread detect with
+    80 % power at two-sided 5 % (normal approximation: 2.8 standard errors); NaN below two."""
+    _, std, n = _stats(values)
+    return 2.8 * std / math.sqrt(n) if n >= 2 else math.nan

@@ -77,6 +77,19 @@ def test_paired_differences_and_the_reading_on_literal_runs():
     assert report.pm([float("nan")]) == "–"
 
 
+def test_pairs_need_the_same_warm_start_and_intervals_are_t_intervals():
+    a = [{"seed": 0, "k": 0.5, "warm_start": "aa"}, {"seed": 1, "k": 0.7, "warm_start": "bb"}]
+    b = [{"seed": 0, "k": 0.25, "warm_start": "aa"}, {"seed": 1, "k": 0.5, "warm_start": "cc"}]
+    assert report.paired(a, b, "k") == [0.25]  # seed 1 began from other weights
+    lo, hi = report.ci95([0.0, 0.1, 0.2])  # mean 0.1, sd 0.1, t(2) = 4.303
+    assert (lo, hi) == (
+        pytest.approx(0.1 - 4.303 * 0.1 / 3**0.5),
+        pytest.approx(0.1 + 4.303 * 0.1 / 3**0.5),
+    )
+    assert report.ci95([0.3]) is None
+    assert report.min_detectable([0.0, 0.1, 0.2]) == pytest.approx(2.8 * 0.1 / 3**0.5)
+
+
 def test_a_runs_leakage_is_the_median_over_steps_and_contamination_the_mean():
     """One step whose tool credit was ~0 logged a leakage of 5e4 (ToolPO, σ = 0.5, seed 2):
     it must not swamp the run's figure."""
@@ -110,6 +123,7 @@ def test_quick_study_writes_every_table_and_plot(tmp_path):
     for label in ("GRPO", "SLCA-GRPO", "ToolPO", "RLTR", "MT-GRPO"):
         assert text.count(f"| {label} |") == 4  # two method tables + two call-drift tables
     assert "## SLCA − GRPO, paired by seed" in text and "## Reading" in text
+    assert "## Warm starts" in text
     # RLTR never reads the judge and the evaluations use the noise-free one: its runs of a
     # seed must be the same at both noise levels
     assert "RLTR reads ['rltr'], never the judge: its runs of each seed are identical" in text
