@@ -113,6 +113,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "skip": Range("int", 0, none=True, each=True),
     },
     # -- advantage routers -----------------------------------------------------------------
+    "slca_lightning.segmenters.mask_runs.MaskRunSegmenter": {"stop_decision_tokens": NATURAL},
     "slca_lightning.advantages.routing.ChannelRouter": {"eps": POSITIVE},
     "slca_lightning.advantages.routing.Term": {"weight": FINITE},
     "slca_lightning.advantages.presets.SLCARouter": {
