@@ -162,6 +162,21 @@ def finished(job: Job) -> bool:
     return same and not done.get("error")
 
 
+def other_starts(jobs: list[Job], sha256: str) -> dict[str, list[str]]:
+    """Finished runs of ``jobs`` that began from other warm-start weights than ``sha256``
+    (their ``provenance.json``): SHA-256 prefix → folders. A warm start rebuilt on another
+    machine can come out with other weights, and pairing across them confounds the study."""
+    out: dict[str, list[str]] = {}
+    for job in jobs:
+        prov = Path(job.folder) / "logs" / "version_0" / "provenance.json"
+        if not finished(job) or not prov.is_file():
+            continue
+        theirs = json.loads(prov.read_text()).get("model_sha256")
+        if theirs and theirs != sha256:
+            out.setdefault(theirs[:10], []).append(job.folder)
+    return out
+
+
 def _init_worker(threads: int) -> None:
     import torch
 
@@ -234,6 +249,11 @@ def parse(argv: list[str] | None = None):
     p.add_argument("--quick", action="store_true", help="1 seed, 2 steps, random tiny model")
     p.add_argument("--report-only", action="store_true", help="rebuild the report from --runs")
     p.add_argument(
+        "--mixed-starts",
+        action="store_true",
+        help="resume even when finished runs began from other warm-start weights",
+    )
+    p.add_argument(
         "--set",
         action="append",
         default=[],
@@ -267,8 +287,18 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         if not args.quick:  # the shared warm start, trained once before the workers start
             from slca_lightning.policy import warm_start
+            from slca_lightning.provenance import folder_digest
 
-            warm_start(base="suite")
+            sha = folder_digest(warm_start(base="suite")) or ""
+            others = other_starts(jobs, sha)
+            if others and not args.mixed_starts:
+                where = "; ".join(f"{k}: {len(v)} runs, e.g. {v[0]}" for k, v in others.items())
+                raise SystemExit(
+                    f"finished runs in {args.runs} began from other warm-start weights than "
+                    f"this machine's ({sha[:10]}): {where}. Start a fresh --runs folder, or "
+                    "pass --mixed-starts to continue (the report pairs only runs from the same "
+                    "weights)."
+                )
         cores = os.cpu_count() or 1
         workers = max(1, min(args.workers, len(jobs)))
         threads = args.threads or max(1, cores // workers)

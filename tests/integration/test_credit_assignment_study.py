@@ -152,3 +152,24 @@ def test_a_resumed_study_keeps_finished_runs_and_redoes_failed_or_changed_ones(t
     assert study.finished(job)  # written by a checkout at another path: still finished
     (folder / "run.json").write_text(json.dumps({**asdict(job), "error": "boom"}))
     assert not study.finished(job)
+
+
+def test_finished_runs_from_other_warm_start_weights_are_named(tmp_path):
+    """A study resumed on a machine whose rebuilt warm start has other weights would pair
+    new runs with old ones from another start: ``other_starts`` finds them (run.py then
+    stops unless --mixed-starts)."""
+    from dataclasses import asdict
+
+    jobs = []
+    for seed, sha in ((0, "aaaa"), (1, "bbbb"), (2, None)):
+        job = study.Job("slca", 0.0, seed, 30, 10, 64, str(tmp_path / f"seed{seed}"))
+        logs = Path(job.folder) / "logs" / "version_0"
+        logs.mkdir(parents=True)
+        (logs / "metrics.csv").write_text("step\n0\n")
+        (Path(job.folder) / "run.json").write_text(json.dumps({**asdict(job), "error": None}))
+        if sha:
+            (logs / "provenance.json").write_text(json.dumps({"model_sha256": sha + "0" * 60}))
+        jobs.append(job)
+    jobs.append(study.Job("grpo", 0.0, 0, 30, 10, 64, str(tmp_path / "not_run")))
+    assert study.other_starts(jobs, "aaaa" + "0" * 60) == {"bbbb000000": [jobs[1].folder]}
+    assert study.other_starts(jobs, "bbbb" + "0" * 60) == {"aaaa000000": [jobs[0].folder]}
