@@ -54,10 +54,10 @@ def stop_credit(episodes: list, rewards, router, group_ids: torch.Tensor) -> dic
     from slca_lightning.segmenters import mask_run_segments
 
     mask = turn_mask(episodes)
+    last = [2 * (len(e.assistant_texts) - 1) for e in episodes]  # the answer turn's token
     out = {}
     for name, n in (("paper", 0), ("stop_decision_tokens=1", 1)):
         adv = router(rewards, mask_run_segments(mask, stop_decision_tokens=n), group_ids)
-        last = [2 * (len(e.assistant_texts) - 1) for e in episodes]
         out[name] = [float(adv[b, t]) for b, t in enumerate(last)]
     return out
 

@@ -62,8 +62,8 @@ class ModelSource:
         extra: the install extra that provides it (``bash scripts/install.sh <extra>``).
         requirements: what that extra installs (pinned; see ``constraints-<extra>.txt``).
         sft_learning_rate, rl_learning_rate: the defaults of ``slca sft`` and ``slca fit``
-            for this model (:func:`default_learning_rate`), each with its measurement in
-            ``experiments/smollm2/README.md`` (``lr_check.py``).
+            for this model (:func:`default_learning_rate`), checked by
+            ``experiments/smollm2/lr_check.py`` (its table is in the README).
     """
 
     name: str

@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 
+from slca_lightning.demo import ADD
 from slca_lightning.rewards import HierarchicalReward
 from slca_lightning.rollout.agent_loop import AgentLoop, RenderMismatchError, middle_cut
 from slca_lightning.rollout.collate import collate_episodes
@@ -19,20 +20,7 @@ from slca_lightning.tools.backends import PythonBackend
 from slca_lightning.tools.sgls import SchemaGuidedSimulator
 from slca_lightning.types import Task, ToolCall
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two integers",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                "required": ["a", "b"],
-            },
-        },
-    }
-]
+TOOLS = [ADD]  # the demo's add(a, b) schema
 
 
 def call(a, b, name="add"):

@@ -2,23 +2,11 @@
 
 import pytest
 
+from slca_lightning.demo import ADD
 from slca_lightning.types import Task, ToolCall
 
-#: The schema of one ``add(a, b)`` tool.
-ADD_TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two integers",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                "required": ["a", "b"],
-            },
-        },
-    }
-]
+#: The schema of one ``add(a, b)`` tool (the demo's).
+ADD_TOOLS = [ADD]
 
 
 @pytest.fixture
