@@ -67,7 +67,7 @@ class SLCAGRPOModule(PolicyUpdate, L.LightningModule):
 
     Args:
         model: a built-in model (``"tiny"``, ``"suite"``, their cached SFT warm starts
-            ``"tiny-sft"``, ``"suite-sft"``), a named pretrained source
+            ``"tiny-sft"``, ``"suite-sft"``, ``"suite-pooled-sft"``), a named pretrained source
             (``"smollm2-135m-instruct"``), a ``.gguf`` file or a local HF folder.
         segmenter: which tokens are tool / summary (default: the paper's mask runs).
         reward_head: channel rewards per episode (default: HierR with the rule judge).

@@ -34,6 +34,7 @@ from slca_lightning.models.loading import (
     BUILTIN_MODELS,
     TINY_HIDDEN_SIZE,
     TINY_NUM_LAYERS,
+    WARM_START_BASES,
     load_model,
 )
 from slca_lightning.models.lora import LoraSettings, apply_lora
@@ -45,6 +46,7 @@ __all__ = [
     "TINY_HIDDEN_SIZE",
     "TINY_NUM_LAYERS",
     "WARM_STARTS",
+    "WARM_START_BASES",
     "LoraSettings",
     "apply_lora",
     "common_prefix_len",
@@ -62,7 +64,8 @@ __all__ = [
 
 def load_policy(model: str, dtype: str = "float32", seed: int = 0) -> tuple[Any, Any]:
     """Load ``(model, tokenizer)``: :func:`~slca_lightning.models.loading.load_model` with
-    the built-in warm starts (``"tiny-sft"``, ``"suite-sft"``) trained on first use."""
+    the built-in warm starts (``"tiny-sft"``, ``"suite-sft"``, ``"suite-pooled-sft"``)
+    trained on first use."""
     return load_model(model, dtype=dtype, seed=seed, warm_start=warm_start)
 
 

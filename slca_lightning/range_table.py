@@ -111,6 +111,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "toucan_limit": NATURAL_OR_NONE,
         "max_tokens": COUNT_OR_NONE,
         "skip": Range("int", 0, none=True, each=True),
+        "string_arguments_fraction": FRACTION,
     },
     # -- advantage routers -----------------------------------------------------------------
     "slca_lightning.segmenters.mask_runs.MaskRunSegmenter": {"stop_decision_tokens": NATURAL},

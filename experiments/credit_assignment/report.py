@@ -124,6 +124,11 @@ PAIRED_KEYS = (
     ("final/name_f1", "final Name F1"),
     ("final/arg_match", "final ArgMatch"),
     ("final/tool_calls_per_episode", "final held-out calls/ep."),
+    ("final/tool_call_validity", "final held-out valid calls"),
+    (
+        "mean_validity",
+        "mean held-out valid calls over the evaluations (how fast calls become valid)",
+    ),
     ("train_tool/late", "training tool reward, last third"),
 )
 

@@ -286,10 +286,16 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     if not args.report_only:
         if not args.quick:  # the shared warm start, trained once before the workers start
+            import yaml
+
             from slca_lightning.policy import warm_start
             from slca_lightning.provenance import folder_digest
 
-            sha = folder_digest(warm_start(base="suite")) or ""
+            model = (
+                args.overrides.get("model.model")
+                or yaml.safe_load(BASE.read_text())["model"]["model"]
+            )  # e.g. suite-sft, or --set model.model=suite-pooled-sft
+            sha = folder_digest(warm_start(base=model.removesuffix("-sft"))) or ""
             others = other_starts(jobs, sha)
             if others and not args.mixed_starts:
                 where = "; ".join(f"{k}: {len(v)} runs, e.g. {v[0]}" for k, v in others.items())

@@ -23,6 +23,7 @@ FINAL = (
     ("name_f1", "Name F1"),
     ("arg_match", "ArgMatch"),
     ("tool_calls_per_episode", "calls/ep."),
+    ("tool_call_validity", "valid calls"),
 )
 ORDER = ("grpo", "slca", "toolpo", "rltr", "mtgrpo")
 LABEL = {
@@ -112,6 +113,9 @@ def run_summary(run: dict, target: float, target_metric: str = "process") -> dic
         out["steps_to_target"] = math.nan if hit is None else float(hit)
         out["mean_target_metric"] = statistics.fmean(a for _, a in curve)
         out["mean_process"] = statistics.fmean(m.get("process", math.nan) for _, m in evals)
+        out["mean_validity"] = statistics.fmean(
+            m.get("tool_call_validity", math.nan) for _, m in evals
+        )
         out["final/process"] = last.get("process", math.nan)
         out["start/process"] = first.get("process", math.nan)
     # contamination (a correlation) is a mean over steps; leakage (a ratio over the step's

@@ -1,7 +1,8 @@
 """The control of the learning experiment: RL's wall time spent on more SFT instead.
 
-Starts from the same cached warm start as the quickstart (``suite-sft``), continues SFT
-with the warm start's own recipe (demonstrations that skip the held-out tasks, the
+Starts from the same cached warm start as the config (``model.model``: ``suite-sft`` or
+``suite-pooled-sft``), continues SFT with that warm start's own recipe (its
+demonstrations, pooled ones included, which skip the held-out tasks, the
 auxiliary context loss, its batch size) at the learning rate the warm start ended on (its peak ×
 ``final_lr_fraction``, held), until ``--seconds`` of wall time are spent, then evaluates
 on the quickstart's held-out tasks exactly as its ``InDomainEval`` does (greedy, same
@@ -38,6 +39,21 @@ class _Deadline(lightning.Callback):
             trainer.should_stop = True
 
 
+def warm_start_of(config: Path) -> tuple[str, str]:
+    """``(model.model, its WARM_STARTS entry)`` of an RL config, e.g. ``("suite-sft",
+    "suite")``; ``ValueError`` when the model is not one of the suite model's warm starts."""
+    import yaml
+
+    from slca_lightning.policy import WARM_STARTS
+
+    name = str(yaml.safe_load(config.read_text())["model"]["model"])
+    base = name.removesuffix("-sft")
+    if name == base or base not in WARM_STARTS or WARM_STARTS[base].get("model", base) != "suite":
+        suites = [f"{b}-sft" for b, s in WARM_STARTS.items() if s.get("model", b) == "suite"]
+        raise ValueError(f"{config}: model.model {name!r} is not one of {suites}")
+    return name, base
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--seconds", type=float, required=True)
@@ -53,12 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     from slca_lightning.policy import WARM_STARTS, warm_start
     from slca_lightning.rewards import ReferenceJudge
 
-    spec = WARM_STARTS["suite"]
+    name, base = warm_start_of(Path(args.config))
+    spec = WARM_STARTS[base]
     recipe = dict(spec["recipe"])
     lr = spec["learning_rate"] * recipe.pop("final_lr_fraction")
     recipe["warmup_steps"] = 0
     lightning.seed_everything(args.seed, verbose=False)
-    module = SFTModule(model=warm_start(base="suite"), learning_rate=lr, seed=args.seed, **recipe)
+    module = SFTModule(model=warm_start(base=base), learning_rate=lr, seed=args.seed, **recipe)
     module.configure_model()
     data = SFTDataModule(
         module.tokenizer,
@@ -66,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=0,
         batch_size=spec["batch_size"],
         skip=spec["skip"],
+        string_arguments_fraction=spec.get("string_arguments", 0.0),
     )
     data.seed = args.seed  # the same demonstrations, this seed's order (batch sampler seed)
     deadline = _Deadline(args.seconds)
@@ -87,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics.update(second_judge_metrics(head, ReferenceJudge(), result.episodes, "reference"))
     out = {
         "seed": args.seed,
+        "warm_start": name,
         "seconds_budget": args.seconds,
         "seconds_trained": round(trained, 1),
         "sft_steps": deadline.steps,

@@ -59,13 +59,13 @@ def child_command(argv: list[str], threads: int) -> dict:
     return {"args": [sys.executable, "-c", code], "env": env, "cwd": ROOT}
 
 
-def run_config(seed: int, folder: Path) -> dict:
-    """``configs/quickstart.yaml`` for one seed (``seed_everything``, ``model.seed``,
+def run_config(seed: int, folder: Path, config: Path = CONFIG) -> dict:
+    """``config`` (default ``configs/quickstart.yaml``) for one seed (``seed_everything``, ``model.seed``,
     ``data.seed``), writing into ``folder``: CSV logging only (metrics.csv is what the
     reports read), no progress bar, no checkpoints (the figures are the output)."""
     import yaml
 
-    cfg = yaml.safe_load(CONFIG.read_text())
+    cfg = yaml.safe_load(Path(config).read_text())
     cfg["seed_everything"] = cfg["model"]["seed"] = cfg["data"]["seed"] = seed
     cfg["trainer"].update(
         default_root_dir=str(folder),
@@ -119,7 +119,7 @@ def rl_run(seed: int, args, runs: Path) -> dict:
     if done.is_file():
         return json.loads(done.read_text())
     folder.mkdir(parents=True, exist_ok=True)
-    cfg = run_config(seed, folder)
+    cfg = run_config(seed, folder, Path(args.config))
     if args.router:
         cfg["model"]["router"] = {"class_path": args.router}
     (folder / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -131,7 +131,8 @@ def rl_run(seed: int, args, runs: Path) -> dict:
     )
     train, evals = read_metrics(folder)
     cache = Path(os.environ.get("SLCA_CACHE") or Path.home() / ".cache" / "slca_lightning")
-    done_files = sorted(cache.glob("suite-sft-*/slca_warm_start.json"), key=os.path.getmtime)
+    pattern = f"{cfg['model']['model']}-*/slca_warm_start.json"  # e.g. suite-sft-<hash>
+    done_files = sorted(cache.glob(pattern), key=os.path.getmtime)
     if done_files:  # the newest warm start is this run's: its SFT time and settings
         (folder / "warm_start.json").write_text(done_files[-1].read_text())
     first, last = evals[0], evals[-1]
@@ -171,7 +172,7 @@ def control_run(seed: int, seconds: float, args, runs: Path) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     argv = [
         "experiments.learning.control", "--seconds", str(seconds), "--seed", str(seed),
-        "--out", str(done),
+        "--out", str(done), "--config", str(args.config),
     ]  # fmt: skip
     stats = child(argv, folder / "control.log", args.threads)
     result = json.loads(done.read_text())
@@ -183,6 +184,7 @@ def control_run(seed: int, seconds: float, args, runs: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--config", default=str(CONFIG), help="the RL config (default: the quickstart)")
     p.add_argument("--router", default=None, help="another model.router class path")
     p.add_argument("--no-control", action="store_true")
     p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))

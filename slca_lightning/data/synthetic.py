@@ -32,11 +32,22 @@ _MAX_TRIES = 200
 logger = logging.getLogger(__name__)
 
 
-def tool_call_block(call: ToolCall | list[ToolCall]) -> str:
+def tool_call_block(call: ToolCall | list[ToolCall], string_arguments: bool = False) -> str:
     """The hermes block of one call, ``<tool_call>\\n{json}\\n</tool_call>``, or of
-    several parallel calls as one JSON list in one block (the paper's parallel format)."""
+    several parallel calls as one JSON list in one block (the paper's parallel format).
+    ``string_arguments`` writes each ``arguments`` as a JSON *string* holding the object
+    (OpenAI chat-completions logs store calls so), which METHOD's parser rejects
+    (``arguments_not_dict``)."""
     calls = call if isinstance(call, list) else [call]
-    objs = [{"name": c.name, "arguments": c.arguments} for c in calls]
+    objs = [
+        {
+            "name": c.name,
+            "arguments": json.dumps(c.arguments, ensure_ascii=False)
+            if string_arguments
+            else c.arguments,
+        }
+        for c in calls
+    ]
     body = json.dumps(objs if isinstance(call, list) else objs[0], ensure_ascii=False)
     return f"<tool_call>\n{body}\n</tool_call>"
 
@@ -172,7 +183,10 @@ class SyntheticTaskGenerator:
 
 
 def reference_answer(
-    task: Task, suite: ToolSuite | None = None, parallel: Literal["list", "blocks"] = "list"
+    task: Task,
+    suite: ToolSuite | None = None,
+    parallel: Literal["list", "blocks"] = "list",
+    string_arguments: bool = False,
 ) -> list[dict[str, Any]]:
     """A demonstration transcript of ``task``: the chat messages after its prompt.
 
@@ -181,8 +195,10 @@ def reference_answer(
     results. A step of one call is one ``<tool_call>`` block holding a JSON object; a step
     of parallel calls is, with ``parallel="list"`` (the paper's format, the default), one
     block holding a JSON list of them, with ``"blocks"`` one block per call in the same
-    turn (how e.g. Qwen2.5's chat template writes parallel calls). A task without gold
-    calls gets a single assistant reply (``metadata["answer"]`` when set).
+    turn (how e.g. Qwen2.5's chat template writes parallel calls). ``string_arguments``
+    writes every call's arguments as a JSON string (:func:`tool_call_block`): a demonstration
+    from a source whose calls the agent loop rejects. A task without gold calls gets a
+    single assistant reply (``metadata["answer"]`` when set).
 
     Raises:
         ValueError: a gold call is not a tool of ``suite`` or its arguments are invalid.
@@ -199,9 +215,9 @@ def reference_answer(
         if not step:
             continue
         if len(step) > 1 and parallel == "list":
-            content = tool_call_block(list(step))
+            content = tool_call_block(list(step), string_arguments)
         else:
-            content = "\n".join(tool_call_block(c) for c in step)
+            content = "\n".join(tool_call_block(c, string_arguments) for c in step)
         messages.append({"role": "assistant", "content": content})
         for call in step:
             result = suite.run(call)

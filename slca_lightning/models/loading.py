@@ -17,7 +17,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["BUILTIN_MODELS", "TINY_HIDDEN_SIZE", "TINY_NUM_LAYERS", "load_model", "zero_dropout"]
+__all__ = [
+    "BUILTIN_MODELS",
+    "TINY_HIDDEN_SIZE",
+    "TINY_NUM_LAYERS",
+    "WARM_START_BASES",
+    "load_model",
+    "zero_dropout",
+]
 
 #: Size of the ``"tiny"`` model: Qwen2, hidden 128, 4 layers, 4 heads (2 KV heads), MLP 256,
 #: tied embeddings over the 518-token tiny vocabulary: 0.66 M parameters.
@@ -26,6 +33,10 @@ TINY_NUM_LAYERS = 4
 
 #: The built-in models :func:`load_policy` builds by name (each also as ``"<name>-sft"``).
 BUILTIN_MODELS = ("tiny", "suite")
+#: The built-in warm starts, each loaded as ``"<name>-sft"``: the built-in models after SFT,
+#: and ``"suite-pooled"``, the suite model after SFT on pooled demonstrations
+#: (:data:`slca_lightning.models.warm_start.WARM_STARTS` has one entry each).
+WARM_START_BASES = (*BUILTIN_MODELS, "suite-pooled")
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -64,7 +75,8 @@ def load_model(
         model: a built-in model, ``"tiny"`` (0.66M-parameter Qwen2, see
             :data:`TINY_HIDDEN_SIZE`) or ``"suite"`` (the suite model of
             :mod:`slca_lightning.models.suite`), randomly initialised from ``seed``; the
-            same name with ``-sft`` (``"tiny-sft"``, ``"suite-sft"``): that model after
+            same name with ``-sft`` (``"tiny-sft"``, ``"suite-sft"``, and
+            ``"suite-pooled-sft"``, see :data:`WARM_START_BASES`): that model after
             ``warm_start(base=...)`` (the folder it returns; given by
             :func:`slca_lightning.policy.load_policy`, refused without it); a named pretrained source
             of :data:`slca_lightning.models.sources.SOURCES` (``"smollm2-135m-instruct"``,
@@ -85,7 +97,7 @@ def load_model(
     from slca_lightning.models.sources import SOURCES, resolve_model_path
 
     base = model[: -len("-sft")] if model.endswith("-sft") else None
-    if base in BUILTIN_MODELS:
+    if base in WARM_START_BASES:
         if warm_start is None:
             raise ValueError(
                 f"model {model!r} is a built-in warm start, trained on first use: load it "
@@ -95,7 +107,7 @@ def load_model(
     else:
         path = resolve_model_path(model) or os.path.expanduser(model)
     if not os.path.isdir(path):
-        names = [repr(n) for b in BUILTIN_MODELS for n in (b, f"{b}-sft")]
+        names = [repr(n) for n in (*BUILTIN_MODELS, *(f"{b}-sft" for b in WARM_START_BASES))]
         raise FileNotFoundError(
             f"model folder {path!r} does not exist (expected one of "
             f"{', '.join(names + [repr(n) for n in SOURCES])}, a .gguf file or a local "

@@ -143,7 +143,10 @@ class SFTDataModule(lightning.LightningDataModule):
     ``<tool_call>`` blocks, tool responses). Set ``n_tasks=0`` to train on Toucan rows only.
     A malformed row raises :class:`~slca_lightning.data.toucan_sft.ToucanSFTFormatError`
     naming the file, the line and the field. Examples longer than ``max_tokens`` are left
-    out (counted in :attr:`skipped`). Batches are dicts of
+    out (counted in :attr:`skipped`). A ``string_arguments_fraction`` of the synthetic
+    demonstrations (drawn per task, seeded) write their calls' arguments as a JSON string,
+    as OpenAI-format logs store them: demonstrations pooled from two sources, one of which
+    the agent loop rejects (the ``suite-pooled-sft`` warm start). Batches are dicts of
     ``input_ids`` (LongTensor[B, T], pad id), ``attention_mask`` and ``loss_mask``
     (BoolTensor[B, T]). With ``group_by_prompt`` a batch holds tasks of one system prompt
     (the tool listing), so :class:`SFTModule` can run that shared prefix once. The
@@ -162,6 +165,7 @@ class SFTDataModule(lightning.LightningDataModule):
         toucan_limit: int | None = None,
         max_tokens: int | None = None,
         skip: tuple[int, int] | None = None,
+        string_arguments_fraction: float = 0.0,
     ):
         check_args(SFTDataModule, locals())
         super().__init__()
@@ -173,6 +177,7 @@ class SFTDataModule(lightning.LightningDataModule):
         self.group_by_prompt = group_by_prompt
         self.toucan_sft_path, self.toucan_limit = toucan_sft_path, toucan_limit
         self.max_tokens = max_tokens
+        self.string_arguments_fraction = string_arguments_fraction
         self.examples: list[tuple[list[int], list[bool]]] | None = None
         self.keys: list[str] = []
         self.skipped = 0
@@ -191,7 +196,17 @@ class SFTDataModule(lightning.LightningDataModule):
         lo, hi = self.skip if self.skip is not None and self.skip[0] < n else (n, n)
         drawn = SyntheticTaskGenerator(self.seed, suite=suite).generate(n + hi - lo)
         tasks = drawn[:lo] + drawn[hi:]
-        chats = [(f"task {t.task_id}", t.messages + reference_answer(t, suite)) for t in tasks]
+        pooled = random.Random(f"string-arguments-{self.seed}")  # one draw per task, in order
+        chats = [
+            (
+                f"task {t.task_id}",
+                t.messages
+                + reference_answer(
+                    t, suite, string_arguments=pooled.random() < self.string_arguments_fraction
+                ),
+            )
+            for t in tasks
+        ]
         if self.toucan_sft_path is not None:
             from slca_lightning.data.toucan_sft import load_toucan_sft, sft_messages
 

@@ -113,7 +113,7 @@ def default_learning_rate(model: str, stage: str) -> tuple[float, str]:
         return lr, f"the default of the named source {model!r}"
     if model in ("tiny", "suite"):
         return BUILTIN_LEARNING_RATES["scratch"][stage], f"built-in {model!r}, trained from scratch"
-    if model in ("tiny-sft", "suite-sft"):
+    if model in ("tiny-sft", "suite-sft", "suite-pooled-sft"):
         return BUILTIN_LEARNING_RATES["warm_start"][stage], f"built-in warm start {model!r}"
     return BUILTIN_LEARNING_RATES["pretrained"][stage], f"{model!r} taken to be pretrained"
 

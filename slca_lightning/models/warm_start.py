@@ -18,7 +18,7 @@ import torch
 from slca_lightning.cache import default_cache_dir, is_complete, save_model_folder
 from slca_lightning.models.loading import TINY_HIDDEN_SIZE, TINY_NUM_LAYERS
 
-__all__ = ["WARM_STARTS", "warm_start"]
+__all__ = ["WARM_STARTS", "warm_start", "warm_start_key"]
 
 log = logging.getLogger("slca_lightning.policy")  # the logger name the warm start always used
 
@@ -54,8 +54,60 @@ WARM_STARTS: dict[str, dict[str, Any]] = {
         "skip": (256, 512),
     },
 }
+#: The suite model trained on pooled demonstrations: the same tasks, recipe and budget as
+#: ``"suite"``, but half of the demonstrations (drawn per task, seeded) write their calls'
+#: arguments as a JSON string, as OpenAI-format logs store them; the agent loop rejects
+#: such calls (METHOD §4.1 requires an object). Imitation learns both sources; the reward
+#: tells them apart (``experiments/learning/README.md``).
+WARM_STARTS["suite-pooled"] = {**WARM_STARTS["suite"], "model": "suite", "string_arguments": 0.5}
 
 _DONE_FILE = "slca_warm_start.json"
+
+
+def warm_start_key(
+    base: str,
+    steps: int | None = None,
+    seed: int = 0,
+    n_tasks: int | None = None,
+    batch_size: int | None = None,
+    learning_rate: float | None = None,
+) -> dict[str, Any]:
+    """The settings of a warm start (``base``'s :data:`WARM_STARTS` entry with these
+    overrides), hashed into its cache folder's name by :func:`warm_start`."""
+    if base not in WARM_STARTS:
+        raise ValueError(f"unknown built-in model {base!r}; choose one of {sorted(WARM_STARTS)}")
+    spec = WARM_STARTS[base]
+    arch, pooled = spec.get("model", base), spec.get("string_arguments", 0.0)
+    key: dict[str, Any] = {
+        "steps": spec["steps"] if steps is None else steps,
+        "seed": seed,
+        "n_tasks": spec["n_tasks"] if n_tasks is None else n_tasks,
+        "batch_size": spec["batch_size"] if batch_size is None else batch_size,
+        "learning_rate": spec["learning_rate"] if learning_rate is None else learning_rate,
+        "recipe": spec["recipe"],
+        "version": 3,  # bump when the SFT code changes what it trains
+    }
+    if pooled:  # only then: the clean warm starts keep their cache folders
+        key["string_arguments_fraction"] = pooled
+    if arch == "tiny":
+        key.update(hidden_size=TINY_HIDDEN_SIZE, num_layers=TINY_NUM_LAYERS)
+        return key
+    from slca_lightning.models import suite
+
+    skip = spec["skip"]
+    key.update(
+        base=arch,
+        skip=list(skip) if skip else None,
+        hidden_size=suite.SUITE_HIDDEN_SIZE,
+        num_layers=suite.SUITE_NUM_LAYERS,
+        vocab=[suite.SUITE_VOCAB_SIZE, suite.CORPUS_TASKS, suite.CORPUS_SEED],
+        numbers=(
+            hashlib.sha256(" ".join(suite.NUMBER_TOKENS).encode()).hexdigest()[:12]
+            if suite.WHOLE_NUMBERS
+            else None
+        ),
+    )
+    return key
 
 
 def warm_start(
@@ -69,8 +121,9 @@ def warm_start(
 ) -> str:
     """SFT a built-in model on synthetic demonstrations; return the saved folder.
 
-    ``base`` is ``"tiny"`` or ``"suite"``; the other settings default to that model's entry
-    of :data:`WARM_STARTS`. The folder is ``<cache_dir>/<base>-sft-<hash of the settings>``
+    ``base`` is ``"tiny"``, ``"suite"`` or ``"suite-pooled"`` (the suite model on pooled
+    demonstrations); the other settings default to that entry of :data:`WARM_STARTS`. The
+    folder is ``<cache_dir>/<base>-sft-<hash of warm_start_key(...)>``
     (``cache_dir`` defaults to :func:`default_cache_dir`). When it already holds a complete
     save it is returned at once; otherwise the model is trained (seeded, deterministic:
     equal settings give equal weights), saved with ``save_pretrained`` (model and
@@ -88,35 +141,12 @@ def warm_start(
 
     from slca_lightning.models.sft import SFTDataModule, SFTModule
 
-    if base not in WARM_STARTS:
-        raise ValueError(f"unknown built-in model {base!r}; choose one of {sorted(WARM_STARTS)}")
+    key = warm_start_key(base, steps, seed, n_tasks, batch_size, learning_rate)
     spec = WARM_STARTS[base]
-    steps = spec["steps"] if steps is None else steps
-    n_tasks = spec["n_tasks"] if n_tasks is None else n_tasks
-    batch_size = spec["batch_size"] if batch_size is None else batch_size
-    learning_rate = spec["learning_rate"] if learning_rate is None else learning_rate
-    recipe, skip = spec["recipe"], spec["skip"]
-    key: dict[str, Any] = {
-        **{"steps": steps, "seed": seed, "n_tasks": n_tasks, "batch_size": batch_size},
-        **{"learning_rate": learning_rate, "recipe": recipe, "version": 3},
-    }  # bump "version" when the SFT code changes what it trains
-    if base == "tiny":
-        key.update(hidden_size=TINY_HIDDEN_SIZE, num_layers=TINY_NUM_LAYERS)
-    else:
-        from slca_lightning.models import suite
-
-        key.update(
-            base=base,
-            skip=list(skip) if skip else None,
-            hidden_size=suite.SUITE_HIDDEN_SIZE,
-            num_layers=suite.SUITE_NUM_LAYERS,
-            vocab=[suite.SUITE_VOCAB_SIZE, suite.CORPUS_TASKS, suite.CORPUS_SEED],
-            numbers=(
-                hashlib.sha256(" ".join(suite.NUMBER_TOKENS).encode()).hexdigest()[:12]
-                if suite.WHOLE_NUMBERS
-                else None
-            ),
-        )
+    steps, n_tasks, batch_size = key["steps"], key["n_tasks"], key["batch_size"]
+    learning_rate, recipe = key["learning_rate"], spec["recipe"]
+    arch, skip = spec.get("model", base), spec["skip"]
+    pooled = spec.get("string_arguments", 0.0)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     root = Path(cache_dir or default_cache_dir()).expanduser()
     final = root / f"{base}-sft-{digest}"
@@ -127,8 +157,11 @@ def warm_start(
     root.mkdir(parents=True, exist_ok=True)
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     lightning.seed_everything(seed, verbose=False)
-    module = SFTModule(model=base, learning_rate=learning_rate, seed=seed, **recipe)
-    data = SFTDataModule(n_tasks=n_tasks, seed=seed, batch_size=batch_size, skip=skip)
+    module = SFTModule(model=arch, learning_rate=learning_rate, seed=seed, **recipe)
+    data = SFTDataModule(
+        n_tasks=n_tasks, seed=seed, batch_size=batch_size, skip=skip,
+        string_arguments_fraction=pooled,
+    )  # fmt: skip
     from slca_lightning.console import StepProgressBar  # one bar: "SFT warm start: k/steps"
 
     quiet = {"enable_model_summary": False, "callbacks": [StepProgressBar("SFT warm start")]}

@@ -59,3 +59,30 @@ def test_readme_shows_exactly_the_committed_learning_figures():
     begin = readme.index(report.EMBED_BEGIN) + len(report.EMBED_BEGIN)
     block = readme[begin : readme.index(report.EMBED_END)].strip()
     assert block == report.readme_block(ROOT / "experiments" / "learning" / "results")
+
+
+def test_control_continues_the_configs_own_suite_warm_start(tmp_path):
+    """The control trains the RL config's warm start (clean or pooled demonstrations), and
+    refuses a model it has no SFT recipe for."""
+    import pytest
+
+    from experiments.learning.control import warm_start_of
+
+    assert warm_start_of(ROOT / "configs" / "quickstart.yaml")[1] in ("suite", "suite-pooled")
+    for name, base in (("suite-sft", "suite"), ("suite-pooled-sft", "suite-pooled")):
+        (tmp_path / "c.yaml").write_text(f"model:\n  model: {name}\n")
+        assert warm_start_of(tmp_path / "c.yaml") == (name, base)
+    for name in ("tiny-sft", "suite", "models/other"):
+        (tmp_path / "c.yaml").write_text(f"model:\n  model: {name}\n")
+        with pytest.raises(ValueError, match=f"model.model '{name}' is not one of"):
+            warm_start_of(tmp_path / "c.yaml")
+
+
+def test_run_config_reads_the_given_config(tmp_path):
+    text = (ROOT / "configs" / "quickstart.yaml").read_text()
+    other = tmp_path / "pooled.yaml"
+    other.write_text(text.replace("model: suite-sft\n", "model: suite-pooled-sft\n"))
+    cfg = run.run_config(3, tmp_path / "out", other)
+    assert cfg["model"]["model"] == "suite-pooled-sft"
+    assert cfg["seed_everything"] == cfg["model"]["seed"] == cfg["data"]["seed"] == 3
+    assert run.run_config(3, tmp_path / "out")["model"]["model"] in ("suite-sft", "suite-pooled-sft")
