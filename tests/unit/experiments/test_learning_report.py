@@ -85,4 +85,7 @@ def test_run_config_reads_the_given_config(tmp_path):
     cfg = run.run_config(3, tmp_path / "out", other)
     assert cfg["model"]["model"] == "suite-pooled-sft"
     assert cfg["seed_everything"] == cfg["model"]["seed"] == cfg["data"]["seed"] == 3
-    assert run.run_config(3, tmp_path / "out")["model"]["model"] in ("suite-sft", "suite-pooled-sft")
+    assert run.run_config(3, tmp_path / "out")["model"]["model"] in (
+        "suite-sft",
+        "suite-pooled-sft",
+    )

@@ -1,0 +1,71 @@
+"""How a policy's held-out calls fail: malformed, or well-formed with a wrong name or value.
+
+Reads the greedy episodes ``InDomainEval(save_episodes=True)`` writes
+(``in_domain_episodes/step_<k>.jsonl``) and counts every call block entry of every assistant
+turn, parsed strictly as the agent loop parses it (METHOD §4.1)::
+
+    python -m experiments.learning.call_stats runs/quickstart/logs/version_0/in_domain_episodes/step_0.jsonl ...
+
+For each file: calls, invalid calls (e.g. ``arguments`` written as a JSON string), and of
+the well-formed calls the share that equals one of the task's gold calls exactly (name and
+every argument value): the copy rate that strict tool accuracy is bounded by.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from slca_lightning.calls.parsing import parse_tool_calls
+
+
+def _key(name: str, arguments: dict) -> str:
+    return json.dumps([name, arguments], sort_keys=True)
+
+
+def call_stats(rows: list[dict]) -> dict[str, float]:
+    """Counts over episodes ``{"gold": [[[name, args], ...], ...], "turns": [text, ...],
+    "exact": bool}``: ``calls``, ``invalid``, ``well_formed``, ``gold_exact`` (well-formed
+    calls equal to a gold call), their ratios and ``exact_episodes``."""
+    calls = invalid = exact = 0
+    for row in rows:
+        gold = {_key(name, args) for step in row["gold"] for name, args in step}
+        for turn in row["turns"]:
+            for block in parse_tool_calls(turn).blocks:
+                for entry in block.entries:
+                    calls += 1
+                    if entry.call is None:
+                        invalid += 1
+                    else:
+                        exact += _key(entry.call.name, entry.call.arguments) in gold
+    well_formed = calls - invalid
+    return {
+        "episodes": len(rows),
+        "exact_episodes": sum(bool(r["exact"]) for r in rows),
+        "calls": calls,
+        "invalid": invalid,
+        "invalid_share": invalid / calls if calls else float("nan"),
+        "well_formed": well_formed,
+        "gold_exact": exact,
+        "gold_exact_share": exact / well_formed if well_formed else float("nan"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("episodes", nargs="+", help="in_domain_episodes/step_<k>.jsonl files")
+    args = p.parse_args(argv)
+    for path in args.episodes:
+        rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        s = call_stats(rows)
+        print(
+            f"{path}: {s['exact_episodes']}/{s['episodes']} episodes exact; {s['calls']} calls, "
+            f"{s['invalid']} invalid ({s['invalid_share']:.2f}); of {s['well_formed']} "
+            f"well-formed, {s['gold_exact']} exactly a gold call ({s['gold_exact_share']:.3f})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

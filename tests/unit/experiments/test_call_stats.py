@@ -1,0 +1,62 @@
+"""experiments/learning/call_stats.py: counts malformed calls and exact copies on literal episodes."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+
+from experiments.learning.call_stats import call_stats, main  # noqa: E402
+
+GOLD = [[["add", {"a": 2, "b": 3}], ["multiply", {"a": 4, "b": 5}]]]
+
+
+def _turn(body: str) -> str:
+    return f"<tool_call>\n{body}\n</tool_call>"
+
+
+def test_counts_invalid_and_exact_calls():
+    rows = [
+        {  # one exact call, one with a wrong value, in one list block
+            "gold": GOLD,
+            "exact": False,
+            "turns": [
+                _turn(
+                    '[{"name": "add", "arguments": {"a": 2, "b": 3}}, '
+                    '{"name": "multiply", "arguments": {"a": 4, "b": 6}}]'
+                ),
+                "Here is what I found.",
+            ],
+        },
+        {  # string arguments: invalid, even though they hold the gold values
+            "gold": GOLD,
+            "exact": False,
+            "turns": [_turn('{"name": "add", "arguments": "{\\"a\\": 2, \\"b\\": 3}"}')],
+        },
+        {"gold": [], "exact": True, "turns": ["No tool can do that."]},
+    ]
+    s = call_stats(rows)
+    assert (s["episodes"], s["exact_episodes"], s["calls"], s["invalid"]) == (3, 1, 3, 1)
+    assert (s["well_formed"], s["gold_exact"]) == (2, 1)
+    assert math.isclose(s["invalid_share"], 1 / 3) and s["gold_exact_share"] == 0.5
+    assert math.isnan(call_stats([rows[2]])["invalid_share"])
+
+
+def test_cli_prints_one_line_per_file(tmp_path, capsys):
+    path = tmp_path / "step_0.jsonl"
+    row = {
+        "gold": GOLD,
+        "exact": False,
+        "turns": [_turn('{"name": "add", "arguments": {"a": 2, "b": 3}}')],
+    }
+    path.write_text(json.dumps(row) + "\n")
+    assert main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "0/1 episodes exact; 1 calls, 0 invalid (0.00); of 1 well-formed, 1 exactly a gold call (1.000)"
+        in out
+    )
