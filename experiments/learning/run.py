@@ -32,6 +32,7 @@ ROOT = HERE.parents[1]
 CONFIG = ROOT / "configs" / "quickstart.yaml"
 METRICS = ("tool_accuracy", "success@0.9", "name_f1", "arg_match", "process")
 METRICS += ("tool_calls_per_episode", "reference/summary", "reference/success@0.9")
+METRICS += ("tool_call_validity",)
 
 
 def provenance(threads: int) -> dict:
@@ -140,6 +141,7 @@ def rl_run(seed: int, args, runs: Path) -> dict:
         "name": name,
         "seed": seed,
         "router": cfg["model"]["router"]["class_path"],
+        "model": cfg["model"]["model"],
         **stats,
         "rl_seconds": round(sum(float(r["time/step"]) for r in train), 1),
         "steps": len(train),
