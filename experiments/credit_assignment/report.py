@@ -188,7 +188,12 @@ def reading(groups, noises: list[float]) -> list[str]:
         s, g = groups.get((n, "slca"), []), groups.get((n, "grpo"), [])
         for key, name in (("gain/tool_accuracy", "Δ tool accuracy"),):
             d = paired(s, g, key)
-            if len(d) >= 2:
+            if len(d) >= 2 and len(set(d)) == 1:  # no spread: no power statement to make
+                out.append(
+                    f"- σ = {n:g}, SLCA − GRPO on {name}: all {len(d)} pairs differ by exactly "
+                    f"{d[0]:+.3f}; more seeds are needed to say what the design can detect."
+                )
+            elif len(d) >= 2:
                 out.append(
                     f"- σ = {n:g}, SLCA − GRPO on {name}: with n={len(d)} pairs and this spread the "
                     f"design detects (80 % power, 5 % two-sided) only differences above "

@@ -173,3 +173,23 @@ def test_finished_runs_from_other_warm_start_weights_are_named(tmp_path):
     jobs.append(study.Job("grpo", 0.0, 0, 30, 10, 64, str(tmp_path / "not_run")))
     assert study.other_starts(jobs, "aaaa" + "0" * 60) == {"bbbb000000": [jobs[1].folder]}
     assert study.other_starts(jobs, "bbbb" + "0" * 60) == {"aaaa000000": [jobs[0].folder]}
+
+
+def test_reading_makes_no_power_claim_when_every_pair_is_equal():
+    """Three seeds whose SLCA and GRPO gains are all equal: a zero spread gives a
+    'minimum detectable difference' of 0, which would read as infinite power."""
+
+    def run(seed, gain):
+        keys = ("mean_process", "final/process", "final/tool_accuracy", "final/name_f1")
+        keys += ("leakage", "train_calls/late")
+        return {"seed": seed, "warm_start": "aa", "gain/tool_accuracy": gain} | dict.fromkeys(
+            keys, 0.5
+        )
+
+    groups = {
+        (0.0, "slca"): [run(s, 0.016) for s in range(3)],
+        (0.0, "grpo"): [run(s, 0.016) for s in range(3)],
+    }
+    text = "\n".join(report.reading(groups, [0.0]))
+    assert "all 3 pairs differ by exactly +0.000; more seeds are needed" in text
+    assert "only differences above 0.000" not in text
