@@ -82,6 +82,35 @@ def run_config(seed: int, folder: Path, config: Path = CONFIG) -> dict:
     return cfg
 
 
+def merge(base: dict, over: dict) -> dict:
+    """``over`` laid over ``base`` as jsonargparse layers ``--config`` files: mappings merge
+    key by key, anything else (lists included) is replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merge(out[key], value) if both else value
+    return out
+
+
+def merged_config(configs: list[Path], runs: Path) -> Path:
+    """The one config of ``configs`` (a base, then overlays): the file itself when alone,
+    else their merge written to ``runs/config.yaml`` (what the runs and controls read)."""
+    import yaml
+
+    if len(configs) == 1:
+        return configs[0]
+    cfg: dict = {}
+    for path in configs:
+        cfg = merge(cfg, yaml.safe_load(path.read_text()) or {})
+    out = runs / "config.yaml"
+    sources = " + ".join(str(c) for c in configs)
+    out.write_text(
+        f"# merged by experiments/learning/run.py: {sources}\n"
+        + yaml.safe_dump(cfg, sort_keys=False)
+    )
+    return out
+
+
 def child(argv: list[str], log: Path, threads: int) -> dict:
     """Run ``argv`` (a python module and args) in a child; its wall time and peak RSS."""
     t0 = time.perf_counter()
@@ -186,7 +215,13 @@ def control_run(seed: int, seconds: float, args, runs: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    p.add_argument("--config", default=str(CONFIG), help="the RL config (default: the quickstart)")
+    p.add_argument(
+        "--config",
+        nargs="+",
+        default=[str(CONFIG)],
+        help="the RL config (default: the quickstart), then overlays merged over it, e.g. "
+        "configs/quickstart.yaml configs/overlays/pooled_demos.yaml",
+    )
     p.add_argument("--router", default=None, help="another model.router class path")
     p.add_argument("--no-control", action="store_true")
     p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -196,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     runs = Path(args.runs)
     runs.mkdir(parents=True, exist_ok=True)
+    args.config = merged_config([Path(c) for c in args.config], runs)
     for seed in args.seeds:
         rl = rl_run(seed, args, runs)
         print(

@@ -89,3 +89,22 @@ def test_run_config_reads_the_given_config(tmp_path):
         "suite-sft",
         "suite-pooled-sft",
     )
+
+
+def test_overlays_merge_over_the_config_as_jsonargparse_layers_them(tmp_path):
+    over = tmp_path / "over.yaml"
+    over.write_text("model:\n  model: suite-pooled-sft\ndata:\n  engine: null\n")
+    one = run.merged_config([run.CONFIG], tmp_path)
+    assert one == run.CONFIG  # a single config is read in place
+    merged = run.merged_config([run.CONFIG, over], tmp_path)
+    assert merged == tmp_path / "config.yaml"
+    import yaml
+
+    cfg, base = yaml.safe_load(merged.read_text()), yaml.safe_load(run.CONFIG.read_text())
+    assert cfg["model"]["model"] == "suite-pooled-sft" and cfg["data"]["engine"] is None
+    assert cfg["model"]["router"] == base["model"]["router"]  # the rest kept
+    assert cfg["trainer"] == base["trainer"]
+    assert run.merge({"a": [1, 2], "b": {"c": 1}}, {"a": [3], "b": {"d": 2}}) == {
+        "a": [3],
+        "b": {"c": 1, "d": 2},
+    }
