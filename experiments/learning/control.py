@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=0,
         batch_size=spec["batch_size"],
         skip=spec["skip"],
-        string_arguments_fraction=spec.get("string_arguments", 0.0),
+        string_arguments_fraction=spec.get("string_arguments_fraction", 0.0),
     )
     data.seed = args.seed  # the same demonstrations, this seed's order (batch sampler seed)
     deadline = _Deadline(args.seconds)

@@ -59,7 +59,11 @@ WARM_STARTS: dict[str, dict[str, Any]] = {
 #: arguments as a JSON string, as OpenAI-format logs store them; the agent loop rejects
 #: such calls (METHOD §4.1 requires an object). Imitation learns both sources; the reward
 #: tells them apart (``experiments/learning/README.md``).
-WARM_STARTS["suite-pooled"] = {**WARM_STARTS["suite"], "model": "suite", "string_arguments": 0.5}
+WARM_STARTS["suite-pooled"] = {
+    **WARM_STARTS["suite"],
+    "model": "suite",
+    "string_arguments_fraction": 0.5,
+}
 
 _DONE_FILE = "slca_warm_start.json"
 
@@ -77,7 +81,7 @@ def warm_start_key(
     if base not in WARM_STARTS:
         raise ValueError(f"unknown built-in model {base!r}; choose one of {sorted(WARM_STARTS)}")
     spec = WARM_STARTS[base]
-    arch, pooled = spec.get("model", base), spec.get("string_arguments", 0.0)
+    arch, pooled = spec.get("model", base), spec.get("string_arguments_fraction", 0.0)
     key: dict[str, Any] = {
         "steps": spec["steps"] if steps is None else steps,
         "seed": seed,
@@ -146,7 +150,7 @@ def warm_start(
     steps, n_tasks, batch_size = key["steps"], key["n_tasks"], key["batch_size"]
     learning_rate, recipe = key["learning_rate"], spec["recipe"]
     arch, skip = spec.get("model", base), spec["skip"]
-    pooled = spec.get("string_arguments", 0.0)
+    pooled = spec.get("string_arguments_fraction", 0.0)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     root = Path(cache_dir or default_cache_dir()).expanduser()
     final = root / f"{base}-sft-{digest}"

@@ -66,6 +66,7 @@ def test_clean_warm_starts_keep_their_cache_folders():
     """Pinned digests: a change here moves users' caches and needs a CHANGELOG line."""
     assert _digest(warm_start_key("tiny")) == "603e4d91ae4d0ff0"
     assert _digest(warm_start_key("suite")) == "22048f67bdd5aafe"
+    assert _digest(warm_start_key("suite-pooled")) == "0221dd154f1c403f"
     pooled, clean = warm_start_key("suite-pooled"), warm_start_key("suite")
     assert pooled.pop("string_arguments_fraction") == 0.5
     assert pooled == clean  # the same tasks, recipe, budget and model
