@@ -83,12 +83,16 @@ def run_config(seed: int, folder: Path, config: Path = CONFIG) -> dict:
 
 
 def merge(base: dict, over: dict) -> dict:
-    """``over`` laid over ``base`` as jsonargparse layers ``--config`` files: mappings merge
-    key by key, anything else (lists included) is replaced."""
+    """``over`` laid over ``base``, much as jsonargparse layers ``--config`` files: mappings
+    merge key by key, except that a mapping naming another ``class_path`` replaces the old
+    one whole (its ``init_args`` belonged to the old class); anything else (lists
+    included) is replaced."""
     out = dict(base)
     for key, value in over.items():
-        both = isinstance(value, dict) and isinstance(out.get(key), dict)
-        out[key] = merge(out[key], value) if both else value
+        old = out.get(key)
+        both = isinstance(value, dict) and isinstance(old, dict)
+        swapped = both and value.get("class_path", old.get("class_path")) != old.get("class_path")
+        out[key] = merge(old, value) if both and not swapped else value
     return out
 
 

@@ -108,3 +108,6 @@ def test_overlays_merge_over_the_config_as_jsonargparse_layers_them(tmp_path):
         "a": [3],
         "b": {"c": 1, "d": 2},
     }
+    old = {"r": {"class_path": "A", "init_args": {"x": 1}}}
+    assert run.merge(old, {"r": {"init_args": {"y": 2}}})["r"]["init_args"] == {"x": 1, "y": 2}
+    assert run.merge(old, {"r": {"class_path": "B"}}) == {"r": {"class_path": "B"}}
