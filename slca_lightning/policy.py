@@ -36,6 +36,7 @@ from slca_lightning.models.loading import (
     TINY_NUM_LAYERS,
     WARM_START_BASES,
     load_model,
+    warm_start_base,
 )
 from slca_lightning.models.lora import LoraSettings, apply_lora
 from slca_lightning.models.warm_start import WARM_STARTS, warm_start
@@ -59,6 +60,7 @@ __all__ = [
     "shard_fsdp2",
     "shared_prefix_logprobs",
     "warm_start",
+    "warm_start_base",
 ]
 
 

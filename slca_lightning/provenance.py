@@ -67,10 +67,10 @@ def provenance(config: dict | None = None, model_source: str | None = None) -> d
     source = model_source or model_cfg.get("model")
     path = None
     if isinstance(source, str) and source.endswith("-sft"):
-        from slca_lightning.policy import WARM_START_BASES, warm_start
+        from slca_lightning.policy import warm_start, warm_start_base
 
-        base = source[: -len("-sft")]
-        path = warm_start(base=base) if base in WARM_START_BASES else None
+        base = warm_start_base(source)
+        path = warm_start(base=base) if base is not None else None
     elif isinstance(source, str) and os.path.isdir(os.path.expanduser(source)):
         path = os.path.expanduser(source)
     return {

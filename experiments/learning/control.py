@@ -44,11 +44,11 @@ def warm_start_of(config: Path) -> tuple[str, str]:
     "suite")``; ``ValueError`` when the model is not one of the suite model's warm starts."""
     import yaml
 
-    from slca_lightning.policy import WARM_STARTS
+    from slca_lightning.policy import WARM_STARTS, warm_start_base
 
     name = str(yaml.safe_load(config.read_text())["model"]["model"])
-    base = name.removesuffix("-sft")
-    if name == base or base not in WARM_STARTS or WARM_STARTS[base].get("model", base) != "suite":
+    base = warm_start_base(name)
+    if base is None or WARM_STARTS[base].get("model", base) != "suite":
         suites = [f"{b}-sft" for b, s in WARM_STARTS.items() if s.get("model", b) == "suite"]
         raise ValueError(f"{config}: model.model {name!r} is not one of {suites}")
     return name, base

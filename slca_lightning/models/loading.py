@@ -17,12 +17,15 @@ from typing import Any
 
 import torch
 
+from slca_lightning.models.names import BUILTIN_MODELS, WARM_START_BASES, warm_start_base
+
 __all__ = [
     "BUILTIN_MODELS",
     "TINY_HIDDEN_SIZE",
     "TINY_NUM_LAYERS",
     "WARM_START_BASES",
     "load_model",
+    "warm_start_base",
     "zero_dropout",
 ]
 
@@ -31,12 +34,6 @@ __all__ = [
 TINY_HIDDEN_SIZE = 128
 TINY_NUM_LAYERS = 4
 
-#: The built-in models :func:`load_policy` builds by name (each also as ``"<name>-sft"``).
-BUILTIN_MODELS = ("tiny", "suite")
-#: The built-in warm starts, each loaded as ``"<name>-sft"``: the built-in models after SFT,
-#: and ``"suite-pooled"``, the suite model after SFT on pooled demonstrations
-#: (:data:`slca_lightning.models.warm_start.WARM_STARTS` has one entry each).
-WARM_START_BASES = (*BUILTIN_MODELS, "suite-pooled")
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -96,8 +93,8 @@ def load_model(
     from slca_lightning.models.chat import adapt_chat_template
     from slca_lightning.models.sources import SOURCES, resolve_model_path
 
-    base = model[: -len("-sft")] if model.endswith("-sft") else None
-    if base in WARM_START_BASES:
+    base = warm_start_base(model)
+    if base is not None:
         if warm_start is None:
             raise ValueError(
                 f"model {model!r} is a built-in warm start, trained on first use: load it "

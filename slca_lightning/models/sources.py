@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from slca_lightning.cache import default_cache_dir, is_complete, save_model_folder
+from slca_lightning.models.names import BUILTIN_MODELS, warm_start_base
 
 __all__ = [
     "BUILTIN_LEARNING_RATES",
@@ -111,9 +112,9 @@ def default_learning_rate(model: str, stage: str) -> tuple[float, str]:
         source = SOURCES[model]
         lr = source.sft_learning_rate if stage == "sft" else source.rl_learning_rate
         return lr, f"the default of the named source {model!r}"
-    if model in ("tiny", "suite"):
+    if model in BUILTIN_MODELS:
         return BUILTIN_LEARNING_RATES["scratch"][stage], f"built-in {model!r}, trained from scratch"
-    if model in ("tiny-sft", "suite-sft", "suite-pooled-sft"):
+    if warm_start_base(model) is not None:
         return BUILTIN_LEARNING_RATES["warm_start"][stage], f"built-in warm start {model!r}"
     return BUILTIN_LEARNING_RATES["pretrained"][stage], f"{model!r} taken to be pretrained"
 

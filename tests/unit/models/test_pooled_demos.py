@@ -16,7 +16,7 @@ from slca_lightning.calls.parsing import ARGUMENTS_NOT_DICT, parse_tool_calls
 from slca_lightning.data import SyntheticTaskGenerator, builtin_suite, reference_answer
 from slca_lightning.models.sft import SFTDataModule
 from slca_lightning.models.warm_start import WARM_STARTS, warm_start_key
-from slca_lightning.policy import WARM_START_BASES, load_policy
+from slca_lightning.policy import WARM_START_BASES, load_policy, warm_start_base
 
 STRING_MARK = '"arguments": "{'
 
@@ -71,5 +71,11 @@ def test_clean_warm_starts_keep_their_cache_folders():
     assert pooled.pop("string_arguments_fraction") == 0.5
     assert pooled == clean  # the same tasks, recipe, budget and model
     assert set(WARM_STARTS) == set(WARM_START_BASES)
+    assert [warm_start_base(n) for n in ("suite-sft", "suite-pooled-sft", "tiny-sft")] == [
+        "suite",
+        "suite-pooled",
+        "tiny",
+    ]
+    assert [warm_start_base(n) for n in ("suite", "big-sft", "models/x-sft", "-sft")] == [None] * 4
     with pytest.raises(ValueError, match="unknown built-in model 'big'"):
         warm_start_key("big")
