@@ -206,6 +206,11 @@ def script() -> None:
 
         _user_errors(lambda: export(argv[1:]))
         return
+    if argv[:1] == ["warm-start"]:
+        from slca_lightning.cli_warm_start import main as build_warm_start
+
+        _user_errors(lambda: build_warm_start(argv[1:]))
+        return
     if argv[:1] == ["eval"]:
         from slca_lightning.eval.standalone import run_command
 

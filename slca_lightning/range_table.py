@@ -103,6 +103,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "share_prefix": NATURAL,
         "context_weight": NONNEG,
         "final_lr_fraction": FRACTION,
+        "decay_steps": COUNT_OR_NONE,
     },
     "slca_lightning.models.sft.SFTDataModule": {
         "n_tasks": NATURAL,  # 0: Toucan rows only

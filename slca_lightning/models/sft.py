@@ -264,7 +264,10 @@ class SFTModule(lightning.LightningModule):
     :func:`~slca_lightning.models.sources.default_learning_rate`: 3e-3 from scratch, 2e-4 for
     the built-in warm starts, a named source's, 1e-5 for any other, pretrained, model);
     the learning rate ramps up linearly over ``warmup_steps``, then decays linearly to
-    ``final_lr_fraction`` of itself at the trainer's ``max_steps`` (1.0: held). Rows that
+    ``final_lr_fraction`` of itself at ``decay_steps`` (None: the trainer's ``max_steps``;
+    ``final_lr_fraction`` 1.0: held). A fixed ``decay_steps`` makes the weights after k
+    steps independent of how long the run is (a run stopped early is a prefix of a longer
+    one: the built-in warm starts select a step this way). Rows that
     share ≥ ``share_prefix`` leading tokens (0: never) run that prefix once
     (:func:`~slca_lightning.model_logprobs.shared_prefix_logprobs`; same loss). ``context_weight``
     > 0 adds that weight times the mean NLL of the other (prompt, tool) tokens, an
@@ -297,6 +300,7 @@ class SFTModule(lightning.LightningModule):
         final_lr_fraction: float = 1.0,
         output_dir: str | None = None,
         gradient_checkpointing: bool = False,
+        decay_steps: int | None = None,
     ):
         check_args(SFTModule, locals())
         super().__init__()
@@ -380,6 +384,7 @@ class SFTModule(lightning.LightningModule):
         opt = torch.optim.AdamW(params, hp.learning_rate, (0.9, 0.95), weight_decay=hp.weight_decay)
         warm, final = max(int(hp.warmup_steps), 0), float(hp.final_lr_fraction)
         total = self._trainer.max_steps if self._trainer is not None else -1
+        total = hp.decay_steps if hp.decay_steps is not None else total
 
         def factor(step: int) -> float:
             ramp = min(1.0, (step + 1) / (warm + 1))
