@@ -1,6 +1,6 @@
 """Time per phase of an ``slca fit`` step, from the module's own ``time/*`` metrics.
 
-A real in-process fit: ``slca_lightning.cli.main(args, run=False)`` then
+A real in-process fit: ``slca_lightning.cli.commands.main(args, run=False)`` then
 ``trainer.fit`` with the quickstart's model and data settings (``configs/quickstart.yaml``
 without its loggers, checkpoints and evaluation callbacks), i.e. HFEngine sampling from the
 policy, the agent loop running the synthetic suite's tools through the schema-guided
@@ -79,7 +79,7 @@ def fit_args(shape: FitShape, root: str) -> list[str]:
         f"--model.temperature={shape.temperature}",
         "--model.kl_coef=0.001",
         f"--model.micro_batch_size={shape.micro_batch_size}",
-        "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+        "--data.tasks.class_path=slca_lightning.data.task_sources.SyntheticTasks",
         f"--data.tasks.init_args.n_train={shape.n_train}",
         "--data.tasks.init_args.n_heldout=4",
         f"--data.prompts_per_step={shape.prompts_per_step}",
@@ -109,7 +109,7 @@ def bare_trainer_args(max_steps: int, root: str) -> list[str]:
 
 def run(shape: FitShape, root: str) -> dict:
     """Fit ``shape.steps + 1`` steps; return per-phase medians and fractions of the step."""
-    from slca_lightning.cli import main
+    from slca_lightning.cli.commands import main
 
     cli = main(fit_args(shape, root), run=False)
     recorder = PhaseRecorder()

@@ -109,7 +109,7 @@ class BareRollout:
 
 def run_one(shape: GenerationShape, shared: bool) -> dict:
     """Alternate HFEngine and the bare loop on one prompt set; return figures."""
-    from slca_lightning.policy import load_policy
+    from slca_lightning.models.policy import load_policy
 
     model, tokenizer = load_policy("tiny", seed=0)
     prompts = make_prompts(shape, len(tokenizer), shared)

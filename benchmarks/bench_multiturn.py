@@ -44,7 +44,7 @@ import warnings
 from dataclasses import dataclass
 
 import lightning as L
-from bench_step import _per_step, slca_args, trl_config
+from bench_step import per_step, slca_args, trl_config
 
 
 @dataclass
@@ -186,14 +186,14 @@ class _Clock(L.Callback):
 
 def run_slca(shape: MultiTurnShape) -> tuple[float, float, float]:
     """One ``slca fit``: (tokens, seconds) of the measured steps and tool calls per episode."""
-    from slca_lightning.cli import main
+    from slca_lightning.cli.commands import main
 
     with tempfile.TemporaryDirectory(prefix="slca_bench_mt_") as root:
         cli = main(slca_args(shape, root, max_turns=shape.turns), run=False)
         clock = _Clock()
         cli.trainer.callbacks.append(clock)
         cli.trainer.fit(cli.model, cli.datamodule)
-    tokens, seconds = _per_step(clock.marks, cumulative=False)
+    tokens, seconds = per_step(clock.marks, cumulative=False)
     return tokens, seconds, statistics.mean(clock.calls[1:])
 
 
@@ -232,7 +232,7 @@ def run_trl(shape: MultiTurnShape, prompts: list[list[dict]]) -> tuple[float, fl
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
-    from slca_lightning.policy import load_policy
+    from slca_lightning.models.policy import load_policy
 
     marks: list[tuple[float, int]] = []
     calls: list[tuple[int, int]] = []  # (tool results, episodes) of each reward call
@@ -261,14 +261,14 @@ def run_trl(shape: MultiTurnShape, prompts: list[list[dict]]) -> tuple[float, fl
                 callbacks=[Clock()],
             )  # fmt: skip
             trainer.train()
-    tokens, seconds = _per_step(marks, cumulative=True)
+    tokens, seconds = per_step(marks, cumulative=True)
     measured = calls[1:] or calls  # the first generation is the warm-up step's
     return tokens, seconds, sum(c for c, _ in measured) / sum(n for _, n in measured)
 
 
 def task_messages(n: int) -> list[list[dict]]:
     """The synthetic training tasks' prompts as messages (system prompt listing the tools)."""
-    from slca_lightning.data.sources import SyntheticTasks
+    from slca_lightning.data.task_sources import SyntheticTasks
 
     return [list(t.messages) for t in SyntheticTasks(n_train=n, n_heldout=4, seed=0).train()]
 

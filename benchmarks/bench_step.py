@@ -4,7 +4,7 @@ Where :mod:`bench_update` times only the part both systems share (one policy-gra
 update on a fixed batch), this times what a user waits for: a full RL step, sampling
 included, through each system's own training loop, alternated in one process.
 
-- **slca**: a real ``slca fit`` (``slca_lightning.cli.main`` → ``Trainer.fit``) on the
+- **slca**: a real ``slca fit`` (``slca_lightning.cli.commands.main`` → ``Trainer.fit``) on the
   built-in synthetic suite: HFEngine sampling from the policy, the agent loop (one turn),
   HierarchicalReward (rule judge), MaskRunSegmenter, SLCARouter, the update.
 - **TRL**: a real ``GRPOTrainer(...).train()`` on the same prompts (the synthetic tasks'
@@ -65,7 +65,7 @@ class _StepClock(L.Callback):
         self.marks.append((time.perf_counter(), int(batch.attention_mask.sum())))
 
 
-def _per_step(marks: list[tuple[float, int]], cumulative: bool) -> tuple[float, float]:
+def per_step(marks: list[tuple[float, int]], cumulative: bool) -> tuple[float, float]:
     """(tokens, seconds) of the steps after the first (warm-up) one.
 
     ``marks[i]`` is (time, tokens) at the end of step ``i + 1``; the measured interval runs
@@ -93,7 +93,7 @@ def slca_args(shape, root: str, max_turns: int = 1) -> list[str]:
         "--model.aggregation=grpo",
         f"--model.micro_batch_size={shape.micro_batch or b}",
         "--model.max_grad_norm=1.0",
-        "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+        "--data.tasks.class_path=slca_lightning.data.task_sources.SyntheticTasks",
         f"--data.tasks.init_args.n_train={shape.n_train}",
         "--data.tasks.init_args.n_heldout=4",
         f"--data.prompts_per_step={shape.prompts_per_step}",
@@ -111,20 +111,20 @@ def slca_args(shape, root: str, max_turns: int = 1) -> list[str]:
 
 def run_slca(shape: StepShape) -> tuple[float, float]:
     """One ``slca fit``; (tokens, seconds) of the measured steps."""
-    from slca_lightning.cli import main
+    from slca_lightning.cli.commands import main
 
     with tempfile.TemporaryDirectory(prefix="slca_bench_step_") as root:
         cli = main(slca_args(shape, root), run=False)
         clock = _StepClock()
         cli.trainer.callbacks.append(clock)
         cli.trainer.fit(cli.model, cli.datamodule)
-    return _per_step(clock.marks, cumulative=False)
+    return per_step(clock.marks, cumulative=False)
 
 
 def task_prompts(n: int, model: str = "tiny") -> list[str]:
     """The synthetic training tasks' prompts, rendered as slca's agent loop renders them."""
-    from slca_lightning.data.sources import SyntheticTasks
-    from slca_lightning.policy import load_policy
+    from slca_lightning.data.task_sources import SyntheticTasks
+    from slca_lightning.models.policy import load_policy
 
     _, tokenizer = load_policy(model)
     tasks = SyntheticTasks(n_train=n, n_heldout=4, seed=0).train()
@@ -159,7 +159,7 @@ def run_trl(shape: StepShape, prompts: list[str]) -> tuple[float, float]:
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
-    from slca_lightning.policy import load_policy
+    from slca_lightning.models.policy import load_policy
 
     marks: list[tuple[float, int]] = []
 
@@ -182,7 +182,7 @@ def run_trl(shape: StepShape, prompts: list[str]) -> tuple[float, float]:
                 callbacks=[Clock()],
             )
             trainer.train()
-    return _per_step(marks, cumulative=True)
+    return per_step(marks, cumulative=True)
 
 
 def run(shape: StepShape) -> dict:

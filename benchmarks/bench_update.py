@@ -4,7 +4,7 @@ What is timed is the part both systems do: given fixed prompt + completion token
 and per-row advantages, one policy-gradient update = forward (with per-token log-probs and
 entropy), loss, backward, gradient clipping (max norm 1) and one AdamW step.
 
-- **slca**: ``SLCAGRPOModule._update`` (the module's own update code, unchanged) on a
+- **slca**: ``PolicyUpdate.run`` of an ``SLCAGRPOModule`` (the module's own update code, unchanged) on a
   :class:`~slca_lightning.types.RolloutBatch`. Lightning's loop is not run around it:
   ``optimizers()`` / ``lr_schedulers()`` return an AdamW + constant LambdaLR built like
   ``configure_optimizers``, and ``manual_backward`` is ``loss.backward()`` (what Lightning
@@ -76,10 +76,10 @@ def make_batch(shape: UpdateShape, pad_id: int, vocab: int, seed: int = 0) -> di
 
 
 class SlcaUpdate:
-    """One ``SLCAGRPOModule._update`` per call on a fixed rollout batch."""
+    """One ``PolicyUpdate.run`` of an ``SLCAGRPOModule`` per call on a fixed rollout batch."""
 
     def __init__(self, data: dict, shared_prefix: bool, lr: float = 1e-5):
-        from slca_lightning.module import SLCAGRPOModule
+        from slca_lightning.training.module import SLCAGRPOModule
         from slca_lightning.types import RolloutBatch
 
         b = data["prompt_ids"].shape[0]
@@ -92,9 +92,7 @@ class SlcaUpdate:
         params = [p for p in self.module.policy.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
-        self.module.optimizers = lambda: opt  # boundary: no Lightning loop around _update
-        self.module.lr_schedulers = lambda: sched
-        self.module.manual_backward = lambda loss: loss.backward()
+        self.opt, self.sched = opt, sched  # no Lightning loop around the update: plain backward
         ids = torch.cat([data["prompt_ids"], data["completion_ids"]], 1)  # [B, P+C]
         attn = torch.cat([data["prompt_mask"], data["completion_mask"]], 1).bool()
         assistant = torch.zeros_like(attn)
@@ -109,9 +107,12 @@ class SlcaUpdate:
 
     def __call__(self) -> float:
         t0 = time.perf_counter()
-        out = self.module._update(
-            self.batch, self.advantages, self.batch.assistant_mask, None, None
-        )
+        m = self.module
+        out = m.policy_update.run(
+            m.policy, self.batch, self.advantages, self.batch.assistant_mask, None, None,
+            m.update_context(), optimizer=self.opt, scheduler=self.sched,
+            backward=lambda loss: loss.backward(), gen=torch.Generator().manual_seed(0),
+        )  # fmt: skip
         seconds = time.perf_counter() - t0
         self.grad_norms.append(out["train/grad_norm"])
         return seconds
@@ -124,7 +125,7 @@ class TrlUpdate:
         from datasets import Dataset
         from trl import GRPOConfig, GRPOTrainer
 
-        from slca_lightning.policy import load_policy
+        from slca_lightning.models.policy import load_policy
 
         model, tokenizer = load_policy("tiny", seed=0)
         b = data["prompt_ids"].shape[0]
@@ -167,7 +168,7 @@ class TrlUpdate:
 
 def run(shape: UpdateShape) -> dict:
     """Alternate TRL, slca (shared prefix) and slca (no shared prefix); return figures."""
-    from slca_lightning.policy import load_policy
+    from slca_lightning.models.policy import load_policy
 
     _, tokenizer = load_policy("tiny")
     data = make_batch(shape, tokenizer.pad_token_id, len(tokenizer))

@@ -87,8 +87,9 @@ def section_train(cfg: dict, fsdp: bool) -> dict:
     """Optimiser-step time and peak memory of the loss path, with or without FSDP2."""
     import torch
 
-    from slca_lightning.losses import policy_loss
-    from slca_lightning.policy import sequence_logprobs, shard_fsdp2
+    from slca_lightning.logprobs.causal_lm import sequence_logprobs
+    from slca_lightning.models.fsdp import shard_fsdp2
+    from slca_lightning.training.losses import policy_loss
 
     cuda = torch.cuda.is_available()
     device = torch.device("cuda:0" if cuda else "cpu")

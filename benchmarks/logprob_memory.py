@@ -4,7 +4,7 @@ Compares, for logits of shape ``[B, T, V]`` (default B=4, T=2048, V=32000):
 
 - **naive**: ``log_softmax(logits.float(), -1).gather(-1, targets)`` (what the chunked
   function replaces; it builds float32 ``[B, T, V]`` tensors);
-- **chunked**: :func:`slca_lightning.losses.token_logprobs` (gathered logit − chunked
+- **chunked**: :func:`slca_lightning.training.losses.token_logprobs` (gathered logit − chunked
   logsumexp, chunked softmax recomputation in backward),
 
 for a forward pass alone and for forward + backward (``.sum().backward()``; the gradient
@@ -52,7 +52,7 @@ def _child(variant: str, mode: str, dtype_name: str, B: int, T: int, V: int, chu
     sys.path.insert(0, str(REPO_ROOT))
     import torch
 
-    from slca_lightning.losses import token_logprobs
+    from slca_lightning.logprobs.chunked import token_logprobs
 
     torch.manual_seed(0)
     dtype = getattr(torch, DTYPES[dtype_name])

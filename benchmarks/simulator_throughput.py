@@ -23,12 +23,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from slca_lightning.backends.openai import OpenAIBackend
+from slca_lightning.chat_backends.openai import OpenAIBackend
 from slca_lightning.data.suite import builtin_suite
 from slca_lightning.testing.servers import ChatStandInProcess, MCPHTTPServer
-from slca_lightning.tools.backends import LLMBackend
+from slca_lightning.tools.base import ToolBackend
 from slca_lightning.tools.mcp_backend import MCPBackend
-from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolBackend
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
+from slca_lightning.tools.tool_backends import LLMBackend
 from slca_lightning.types import Task, ToolCall
 
 IN_FLIGHT = (1, 8, 64)

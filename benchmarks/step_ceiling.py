@@ -89,7 +89,7 @@ def bandwidth(megabytes: int = 512) -> float:
 
 
 def model_shapes(folder: str) -> dict:
-    from slca_lightning.policy import load_policy
+    from slca_lightning.models.policy import load_policy
 
     cfg = load_policy(folder)[0].config  # built-in, named source or folder alike
     return {
@@ -105,7 +105,7 @@ def _child(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from slca_lightning.cli import main
+    from slca_lightning.cli.commands import main
 
     class Recorder(L.Callback):
         def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from callbacks.periodic_eval import PeriodicEval
-from slca_lightning.config_checks import check_args
+from slca_lightning.config.checks import check_args
 from slca_lightning.eval.bfcl.evaluator import BFCLEvaluator
 
 

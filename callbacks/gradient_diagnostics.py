@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from slca_lightning.config_checks import check_args
+from slca_lightning.config.checks import check_args
 
 __all__ = ["GradientDiagnostics", "gradient_stats", "norm_spread"]
 

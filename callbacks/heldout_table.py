@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from callbacks.in_domain_eval import InDomainEval
-from slca_lightning.config_checks import check_args
+from slca_lightning.config.checks import check_args
 
 __all__ = ["HeldoutTable"]
 

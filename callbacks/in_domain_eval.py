@@ -8,7 +8,7 @@ from typing import Any
 from lightning.pytorch.callbacks import Callback
 
 from callbacks.reward_curves import plot_curves
-from slca_lightning.config_checks import check_args
+from slca_lightning.config.checks import check_args
 from slca_lightning.eval.in_domain import evaluate_in_domain, markdown_rows
 from slca_lightning.rewards.base import RewardHead
 from slca_lightning.rewards.judges import SummaryJudge

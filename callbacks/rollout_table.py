@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from slca_lightning.config_checks import check_args
+from slca_lightning.config.checks import check_args
 
 __all__ = ["RolloutTable", "rollout_html"]
 

@@ -1,7 +1,7 @@
 """SimulatorStats: the tool simulator's counters and latency percentiles, logged every step.
 
 Each train batch it reads ``trainer.datamodule.simulator.stats_snapshot()`` (a
-:class:`~slca_lightning.tools.sgls.SchemaGuidedSimulator`; a simulator with only ``stats``
+:class:`~slca_lightning.tools.simulator.SchemaGuidedSimulator`; a simulator with only ``stats``
 works too) and logs, under ``sim/``:
 
 - the per-step delta of every counter: ``sim/calls``, ``sim/cache_hits``,
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import lightning as L
 
-from slca_lightning.tools.sgls import percentile
+from slca_lightning.tools.simulator import percentile
 
 __all__ = ["SimulatorStats"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from callbacks.periodic_eval import PeriodicEval
-from slca_lightning.backends.base import ChatBackend
-from slca_lightning.config_checks import check_args
+from slca_lightning.chat_backends.base import ChatBackend
+from slca_lightning.config.checks import check_args
 from slca_lightning.eval.tau2.evaluator import Tau2Evaluator
 
 

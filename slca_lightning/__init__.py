@@ -6,19 +6,17 @@ Public names are re-exported here so configs can use either the full class path
 Floors, lowest first: a module imports only from its own floor or below, and never in a
 circle (``tests/unit/house/test_import_graph.py`` reads this list and enforces it):
 
-0. foundation: ``types``, ``logprobs``, ``moved``, ``errors``, ``cache``, ``threads``,
-   ``range_rule``, ``range_table``,
-   ``checkpoints``, ``reference_weights``, ``config_checks``, ``console``
-1. calls and chat: ``calls``, ``model_logprobs``, ``backends``
-2. the math: ``segmenters``, ``advantages``, ``loss_terms``, ``losses``, ``rewards``
+0. foundation: ``types``, ``config``
+1. calls, log-probs and chat: ``calls``, ``logprobs``, ``chat_backends``
+2. the math: ``segmenters``, ``advantages``, ``rewards``
 3. data: ``data``
 4. tools: ``tools``
-5. models: ``models``, ``policy``, ``export``
+5. models: ``models``
 6. rollout: ``rollout``
-7. the LightningModule: ``module``, ``policy_update``
+7. training: ``training``
 8. evaluation: ``eval``
-9. entry points: ``callbacks``, ``cli``, ``cli_app``, ``cli_export``, ``demo``,
-   ``provenance``, ``testing``, ``slca_lightning`` (this file's re-exports)
+9. entry points: ``callbacks``, ``cli``, ``demo``, ``testing``, ``slca_lightning``
+   (this file's re-exports)
 """
 
 __version__ = "0.1.0"
@@ -35,8 +33,8 @@ from slca_lightning.advantages import (
     advantage_contamination,
     group_normalize,
 )
-from slca_lightning.losses import aggregate, clipped_surrogate, k3_kl, policy_loss, token_logprobs
-from slca_lightning.moved import alias
+from slca_lightning.calls.parsing import parse_tool_calls
+from slca_lightning.logprobs.chunked import token_logprobs
 from slca_lightning.rewards import (
     ActionReward,
     HierarchicalReward,
@@ -54,7 +52,7 @@ from slca_lightning.segmenters import (
     WholeSegmenter,
     mask_run_segments,
 )
-from slca_lightning.tools import parse_tool_calls
+from slca_lightning.training.losses import aggregate, clipped_surrogate, k3_kl, policy_loss
 from slca_lightning.types import (
     Episode,
     RewardOutput,
@@ -104,6 +102,3 @@ __all__ = [
     "process_reward",
     "token_logprobs",
 ]
-
-# modules that moved keep importing under their old names (configs, checkpoints, scripts)
-alias({"slca_lightning.sft": "slca_lightning.models.sft"})

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from experiments.credit_assignment.summary import LABEL, ORDER, _series
+from experiments.credit_assignment.summary import LABEL, ORDER, series
 
 #: The router each method of the study uses (``run.py`` builds its overlays from this).
 ROUTERS = {
@@ -75,7 +75,7 @@ def noise_invariance(runs: list[dict]) -> list[str]:
             continue
         same = all(
             rs[0]["eval"] == other["eval"]
-            and _series(rs[0], "reward/tool") == _series(other, "reward/tool")
+            and series(rs[0], "reward/tool") == series(other, "reward/tool")
             for rs in pairs
             for other in rs[1:]
         )

@@ -29,18 +29,18 @@ from experiments.credit_assignment.summary import (  # noqa: F401  (importable f
     FINAL,
     LABEL,
     ORDER,
-    _float,
-    _series,
-    _stats,
-    _third_means,
     ci95,
     grouped,
+    interval_stats,
     load_runs,
     min_detectable,
     paired,
+    parse_float,
     pm,
     read_metrics,
     run_summary,
+    series,
+    third_means,
 )
 
 
@@ -151,7 +151,7 @@ def reading(groups, noises: list[float]) -> list[str]:
     out = []
 
     def verdict(d: list[float]) -> str:
-        mean, std, n = _stats(d)
+        mean, std, n = interval_stats(d)
         if n == 0:
             return "no paired runs"
         se = std / math.sqrt(n) if n > 1 else math.inf
@@ -166,7 +166,7 @@ def reading(groups, noises: list[float]) -> list[str]:
     for n in noises:
         for m in ORDER:
             gains = [r.get("gain/tool_accuracy", math.nan) for r in groups.get((n, m), [])]
-            mean, _, k = _stats(gains)
+            mean, _, k = interval_stats(gains)
             ci = ci95(gains)
             if ci is None:
                 continue
@@ -200,7 +200,7 @@ def reading(groups, noises: list[float]) -> list[str]:
                     f"{min_detectable(d):.3f} ({min_detectable(d) / 0.015625:.1f} tasks of 64)."
                 )
         d = paired(s, g, "mean_process")
-        gaps[n] = _stats(d)[0]
+        gaps[n] = interval_stats(d)[0]
         out.append(f"- σ = {n:g}, convergence (mean held-out process): {verdict(d)}.")
         out.append(
             f"- σ = {n:g}, final held-out process: {verdict(paired(s, g, 'final/process'))}."
@@ -209,8 +209,8 @@ def reading(groups, noises: list[float]) -> list[str]:
             f"- σ = {n:g}, final tool accuracy: {verdict(paired(s, g, 'final/tool_accuracy'))}."
         )
         out.append(f"- σ = {n:g}, final Name F1: {verdict(paired(s, g, 'final/name_f1'))}.")
-        leak_s = _stats([r["leakage"] for r in s])[0]
-        leak_g = _stats([r["leakage"] for r in g])[0]
+        leak_s = interval_stats([r["leakage"] for r in s])[0]
+        leak_g = interval_stats([r["leakage"] for r in g])[0]
         out.append(
             f"- σ = {n:g}, summary leakage into tool credit: SLCA {leak_s:.3f}, GRPO {leak_g:.3f}."
         )

@@ -9,7 +9,7 @@ Every run is ``slca fit --config experiments/credit_assignment/base.yaml`` plus 
 overlay that sets only the router (the method), the judge's noise level and the seed, so
 the methods are matched: same warm start, tasks, batch, caps, optimiser and step budget,
 same reward head (HierR over a reply-only rule judge plus seeded noise, with the ToolPO and
-RLTR channels computed for everyone). Runs go through ``slca_lightning.cli.main`` in
+RLTR channels computed for everyone). Runs go through ``slca_lightning.cli.commands.main`` in
 worker processes (``--workers``, each with ``cores / workers`` torch threads); each writes
 ``<runs>/noise<σ>/<method>/seed<k>/`` (the overlay, ``metrics.csv``, a log), and
 ``report.py`` turns them into the Markdown report and the PNG curves.
@@ -125,7 +125,7 @@ def run_job(job: Job) -> dict:
         contextlib.redirect_stderr(log),
     ):
         try:
-            from slca_lightning.cli import main
+            from slca_lightning.cli.commands import main
 
             cli = main(args)
             heldout = cli.datamodule.source.heldout()[: job.eval_tasks]
@@ -288,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quick:  # the shared warm start, trained once before the workers start
             import yaml
 
-            from slca_lightning.policy import warm_start
-            from slca_lightning.provenance import folder_digest
+            from slca_lightning.cli.provenance import folder_digest
+            from slca_lightning.models.warm_start import warm_start
 
             model = (
                 args.overrides.get("model.model")

@@ -36,7 +36,7 @@ LABEL = {
 
 
 # ----------------------------------------------------------------------------- loading
-def _float(text: str) -> float | None:
+def parse_float(text: str) -> float | None:
     try:
         value = float(text)
     except (TypeError, ValueError):
@@ -52,7 +52,7 @@ def read_metrics(path: str | os.PathLike) -> tuple[dict[int, dict], dict[int, di
         for row in csv.DictReader(f):
             step = int(float(row["step"]))
             for key, text in row.items():
-                value = _float(text)
+                value = parse_float(text)
                 if key == "step" or value is None:
                     continue
                 if key.startswith(EVAL):
@@ -81,11 +81,11 @@ def load_runs(folders: list[str]) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- per run
-def _series(run: dict, key: str) -> list[tuple[int, float]]:
+def series(run: dict, key: str) -> list[tuple[int, float]]:
     return sorted((s, m[key]) for s, m in run["train"].items() if key in m)
 
 
-def _third_means(series: list[tuple[int, float]]) -> tuple[float, float]:
+def third_means(series: list[tuple[int, float]]) -> tuple[float, float]:
     """Mean of the first and of the last third of a per-step series (NaN if too short)."""
     values = [v for _, v in series]
     k = len(values) // 3
@@ -124,7 +124,7 @@ def run_summary(run: dict, target: float, target_metric: str = "process") -> dic
         ("adv/contamination", "contamination", statistics.fmean),
         ("adv/summary_leakage", "leakage", statistics.median),
     ):
-        values = [v for _, v in _series(run, key)]
+        values = [v for _, v in series(run, key)]
         out[name] = centre(values) if values else math.nan
     for key, name in (
         ("rollout/tool_calls_per_episode", "train_calls"),
@@ -132,14 +132,14 @@ def run_summary(run: dict, target: float, target_metric: str = "process") -> dic
         ("reward/summary", "train_summary"),
         ("reward/total", "train_total"),
     ):
-        early, late = _third_means(_series(run, key))
+        early, late = third_means(series(run, key))
         out[f"{name}/early"], out[f"{name}/late"] = early, late
     out["gold_calls"] = run.get("gold_calls_per_episode", math.nan)
     return out
 
 
 # ----------------------------------------------------------------------------- aggregates
-def _stats(values: list[float]) -> tuple[float, float, int]:
+def interval_stats(values: list[float]) -> tuple[float, float, int]:
     vals = [v for v in values if not math.isnan(v)]
     if not vals:
         return math.nan, math.nan, 0
@@ -148,7 +148,7 @@ def _stats(values: list[float]) -> tuple[float, float, int]:
 
 def pm(values: list[float], digits: int = 3) -> str:
     """``mean ± std`` over the non-NaN values ("–" when none)."""
-    mean, std, n = _stats(values)
+    mean, std, n = interval_stats(values)
     if n == 0:
         return "–"
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
@@ -191,7 +191,7 @@ _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 
 def ci95(values: list[float]) -> tuple[float, float] | None:
     """The 95 % t-interval of the mean of ``values`` (None with fewer than two)."""
-    mean, std, n = _stats(values)
+    mean, std, n = interval_stats(values)
     if n < 2:
         return None
     half = (_T975[n - 2] if n - 1 <= len(_T975) else 1.96) * std / math.sqrt(n)
@@ -201,5 +201,5 @@ def ci95(values: list[float]) -> tuple[float, float] | None:
 def min_detectable(values: list[float]) -> float:
     """The smallest true mean difference this many paired runs with this spread detect with
     80 % power at two-sided 5 % (normal approximation: 2.8 standard errors); NaN below two."""
-    _, std, n = _stats(values)
+    _, std, n = interval_stats(values)
     return 2.8 * std / math.sqrt(n) if n >= 2 else math.nan

@@ -44,7 +44,8 @@ def warm_start_of(config: Path) -> tuple[str, str]:
     "suite")``; ``ValueError`` when the model is not one of the suite model's warm starts."""
     import yaml
 
-    from slca_lightning.policy import WARM_STARTS, warm_start_base
+    from slca_lightning.models.names import warm_start_base
+    from slca_lightning.models.warm_start import WARM_STARTS
 
     name = str(yaml.safe_load(config.read_text())["model"]["model"])
     base = warm_start_base(name)
@@ -63,10 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from callbacks.in_domain_eval import second_judge_metrics
-    from slca_lightning.cli import main as cli_main
+    from slca_lightning.cli.commands import main as cli_main
     from slca_lightning.eval.in_domain import evaluate_in_domain
     from slca_lightning.models.sft import SFTDataModule, SFTModule
-    from slca_lightning.policy import WARM_STARTS, warm_start
+    from slca_lightning.models.warm_start import WARM_STARTS, warm_start
     from slca_lightning.rewards import ReferenceJudge
 
     name, base = warm_start_of(Path(args.config))

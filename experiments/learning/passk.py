@@ -76,7 +76,7 @@ def config_policy(config: str, seed: int, checkpoint: str | None = None, model: 
     Returns:
         ``(cli, policy, tokenizer)``.
     """
-    from slca_lightning.cli import main as cli_main
+    from slca_lightning.cli.commands import main as cli_main
 
     cli_args = ["--config", config, f"--seed_everything={seed}"]
     if model:

@@ -217,7 +217,7 @@ def launch(name: str, seed: int, args) -> tuple[subprocess.Popen, Path, float]:
     )
     from experiments.learning.run import child_command
 
-    argv = ["slca_lightning.cli", "fit", "--config", str(folder / "config.yaml")]
+    argv = ["slca_lightning.cli.commands", "fit", "--config", str(folder / "config.yaml")]
     log_path = folder / "fit.log"
     if log_path.is_file():  # a retry keeps the failed attempt's log
         log_path.replace(folder / f"fit.{time.strftime('%H%M%S')}.log")

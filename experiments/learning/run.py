@@ -36,9 +36,9 @@ METRICS += ("tool_call_validity",)
 
 
 def provenance(threads: int) -> dict:
-    """:func:`slca_lightning.provenance.provenance` of this process, with the torch threads
+    """:func:`slca_lightning.cli.provenance.provenance` of this process, with the torch threads
     the child runs on (each fit also writes its own ``provenance.json``)."""
-    from slca_lightning.provenance import provenance as record
+    from slca_lightning.cli.provenance import provenance as record
 
     return {**record(), "threads": threads}
 
@@ -159,7 +159,7 @@ def rl_run(seed: int, args, runs: Path) -> dict:
     (folder / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     before = provenance(args.threads)
     stats = child(
-        ["slca_lightning.cli", "fit", "--config", str(folder / "config.yaml")],
+        ["slca_lightning.cli.commands", "fit", "--config", str(folder / "config.yaml")],
         folder / "fit.log",
         args.threads,
     )

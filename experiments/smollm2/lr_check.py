@@ -9,7 +9,7 @@ From the same starting weights, for each learning rate: ``--steps`` AdamW steps 
 0.95, no warm-up: the worst case) of the SFT loss on one fixed batch of suite demonstrations
 (tasks 0–3), then, on the assistant tokens of 4 held-out demonstrations (tasks 256–259):
 the mean per-token KL(start ‖ stepped) and the NLL before and after. The rates marked
-``default`` are :func:`~slca_lightning.models.sources.default_learning_rate` of the model
+``default`` are :func:`~slca_lightning.models.pretrained.default_learning_rate` of the model
 (SFT and RL). With Adam the first steps move every weight by about the learning rate
 whatever the loss, so the same figure reads for the first RL updates too (an RL loss would
 change the direction, not the size).
@@ -70,9 +70,9 @@ def measure(start, model, heldout) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    from slca_lightning.models.policy import load_policy
+    from slca_lightning.models.pretrained import default_learning_rate
     from slca_lightning.models.sft import SFTModule
-    from slca_lightning.models.sources import default_learning_rate
-    from slca_lightning.policy import load_policy
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct")

@@ -109,7 +109,7 @@ def run(args) -> dict:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     threads = ["--threads", str(args.threads)]
-    cli = "slca_lightning.cli"
+    cli = "slca_lightning.cli.commands"
     csv = "--trainer.logger=lightning.pytorch.loggers.CSVLogger"
     stages: dict[str, dict] = {}
     source = Path(args.sft_from).resolve() if args.sft_from else None

@@ -30,7 +30,7 @@ from slca_lightning.eval.in_domain import greedy_loop
 from slca_lightning.eval.metrics import episode_stats
 from slca_lightning.models import suite
 from slca_lightning.models.sft import SFTDataModule, SFTModule
-from slca_lightning.policy import WARM_STARTS
+from slca_lightning.models.warm_start import WARM_STARTS
 
 try:
     from experiments.warm_start.sweep import heldout_batches, heldout_nll
@@ -40,7 +40,7 @@ except ImportError:  # run as a script from the repository root
 
 def greedy_exact(model, tokenizer, n_tasks: int = 64) -> dict:
     """Greedy held-out episodes: exact count per task kind, name F1 and value score."""
-    from slca_lightning.data.sources import SyntheticTasks
+    from slca_lightning.data.task_sources import SyntheticTasks
     from slca_lightning.rollout.datamodule import RolloutDataModule
 
     dm = RolloutDataModule(

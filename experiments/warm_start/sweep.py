@@ -21,7 +21,7 @@ import torch
 
 from slca_lightning.data import SyntheticTaskGenerator, builtin_suite, reference_answer
 from slca_lightning.models.sft import SFTDataModule, SFTModule, build_sft_example
-from slca_lightning.policy import WARM_STARTS
+from slca_lightning.models.warm_start import WARM_STARTS
 
 
 def heldout_batches(tokenizer, lo: int = 256, hi: int = 320, batch_size: int = 16):

@@ -96,7 +96,7 @@ _CALL_START = re.compile(r'\[\s*\{\s*"name"\s*:|\{\s*"name"\s*:')
 _FENCE = re.compile(r"```(?:json)?[ \t]*\n?|\n?```")
 
 
-def _is_call(value: object) -> bool:
+def is_call(value: object) -> bool:
     items = value if isinstance(value, list) else [value]
     return bool(items) and all(isinstance(v, dict) and "name" in v for v in items)
 
@@ -143,7 +143,7 @@ class JSONFormat(ToolCallFormat):
             except Exception:  # a call that does not decode: one invalid block to the end
                 value, end = None, len(body)
             raw = body[m.start() : end]
-            if value is None or not _is_call(value):
+            if value is None or not is_call(value):
                 rejected += 1
             else:
                 accepted += 1

@@ -29,7 +29,7 @@ from typing import Any
 
 import regex as re  # transformers' own regex engine (a dependency of it): same pattern syntax
 
-from slca_lightning.calls.formats import Canonical, ToolCallFormat, _is_call
+from slca_lightning.calls.formats import Canonical, ToolCallFormat, is_call
 from slca_lightning.calls.parsing import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 
 __all__ = ["RESPONSE_TEMPLATES", "ResponseTemplateFormat"]
@@ -202,7 +202,7 @@ class ResponseTemplateFormat(ToolCallFormat):
             return Canonical(text)
         blocks, accepted, rejected = [], 0, 0
         for value, raw in regions:
-            if raw is not None or not _is_call(value):
+            if raw is not None or not is_call(value):
                 rejected += 1
                 body = raw if raw is not None else json.dumps(value, ensure_ascii=False)
             else:

@@ -1,6 +1,10 @@
 """Task data: the built-in synthetic suite, the Toucan RL loader and the project's JSONL format."""
 
-from slca_lightning.data.errors import DataFormatError, JsonlTaskFormatError, ToucanFormatError
+from slca_lightning.data.format_errors import (
+    DataFormatError,
+    JsonlTaskFormatError,
+    ToucanFormatError,
+)
 from slca_lightning.data.prompt import render_hermes_system_prompt
 from slca_lightning.data.suite import ToolSuite, builtin_suite
 from slca_lightning.data.synthetic import SyntheticTaskGenerator, reference_answer, tool_call_block

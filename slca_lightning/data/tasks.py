@@ -45,7 +45,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from slca_lightning.calls.gold import normalize_gold_calls
-from slca_lightning.data.errors import JsonlTaskFormatError, RowReader, iter_jsonl
+from slca_lightning.data.format_errors import JsonlTaskFormatError, RowReader, iter_jsonl
 from slca_lightning.data.prompt import render_hermes_system_prompt
 from slca_lightning.types import Task
 

@@ -39,7 +39,7 @@ import os
 from collections import Counter
 from typing import Any
 
-from slca_lightning.data.errors import RowReader, ToucanFormatError, iter_jsonl
+from slca_lightning.data.format_errors import RowReader, ToucanFormatError, iter_jsonl
 from slca_lightning.types import Task
 
 __all__ = ["SUBSETS", "ToucanFormatError", "load_toucan_rl"]

@@ -2,10 +2,10 @@
 
 The calls are the gold calls of the built-in synthetic tasks (``--n`` of them, from
 ``--seed``). The simulated side is what the policy sees at rollout time: the calls go
-through :class:`~slca_lightning.tools.sgls.SchemaGuidedSimulator` (argument validation,
+through :class:`~slca_lightning.tools.simulator.SchemaGuidedSimulator` (argument validation,
 the backend with retries, output-schema checks; no cache, so every call is measured) over
 the backend under test. That backend is by default METHOD §7's LLM simulator
-(:class:`~slca_lightning.tools.backends.LLMBackend`) on the tiny model in-process
+(:class:`~slca_lightning.tools.tool_backends.LLMBackend`) on the tiny model in-process
 (``EngineChatBackend``), or any ``ToolBackend`` given by class path (``--simulator`` with
 ``--simulator-args`` as JSON; nested ``{"class_path", "init_args"}`` dicts are built too;
 a ``SchemaGuidedSimulator`` class path is used as configured). The real side is the ground
@@ -35,12 +35,8 @@ import sys
 from typing import Any
 
 from slca_lightning.calls.schema import index_schemas, validate_arguments
-from slca_lightning.tools.sgls import (
-    SchemaGuidedSimulator,
-    ToolBackend,
-    ToolSimulator,
-    output_schema,
-)
+from slca_lightning.tools.base import ToolBackend, ToolSimulator
+from slca_lightning.tools.simulator import SchemaGuidedSimulator, output_schema
 from slca_lightning.types import Task, ToolCall
 
 __all__ = [
@@ -261,8 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         simulator = build({"class_path": ns.simulator, "init_args": init_args})
         name = ns.simulator.rpartition(".")[2]
     else:
-        from slca_lightning.rollout.engine_backend import EngineChatBackend
-        from slca_lightning.tools.backends import LLMBackend
+        from slca_lightning.rollout.engine_chat_backend import EngineChatBackend
+        from slca_lightning.tools.tool_backends import LLMBackend
 
         chat = EngineChatBackend(ns.model, max_tokens=ns.max_tokens)
         simulator = LLMBackend(chat, temperature=0.0, max_tokens=ns.max_tokens)
@@ -277,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
             real = MCPBackend(command=sys.executable if command == "python" else command, args=args)
         real_name = "MCP " + real.describe()
     else:
-        from slca_lightning.tools.backends import PythonBackend
+        from slca_lightning.tools.tool_backends import PythonBackend
 
         real, real_name = PythonBackend(), "PythonBackend (built-in tools)"
     try:

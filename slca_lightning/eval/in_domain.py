@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slca_lightning.eval.metrics import EpisodeMetrics
-from slca_lightning.policy import rollout_weights
+from slca_lightning.models.fsdp import rollout_weights
 from slca_lightning.rollout.agent_loop import AgentLoop
 from slca_lightning.rollout.hf_engine import HFEngine
 from slca_lightning.types import Episode

@@ -34,7 +34,7 @@ class EvalContext:
     """What an evaluator gets.
 
     Attributes:
-        module: the :class:`~slca_lightning.module.SLCAGRPOModule` (``policy``,
+        module: the :class:`~slca_lightning.training.module.SLCAGRPOModule` (``policy``,
             ``tokenizer``, ``reward_head``), already configured.
         datamodule: the :class:`~slca_lightning.rollout.datamodule.RolloutDataModule`
             (tasks, agent-loop caps, simulator), connected to the policy.

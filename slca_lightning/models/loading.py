@@ -1,6 +1,6 @@
 """Load ``(model, tokenizer)`` from a built-in name, a named source, a ``.gguf`` file or a folder.
 
-The loader every other part calls through :func:`slca_lightning.policy.load_policy`, which
+The loader every other part calls through :func:`slca_lightning.models.policy.load_policy`, which
 adds the built-in SFT warm starts (``"tiny-sft"``, ``"suite-sft"``: trained on first use by
 :mod:`slca_lightning.models.warm_start`). SFT itself loads through :func:`load_model`, so
 training a model never depends on the module that trains the warm starts.
@@ -21,6 +21,7 @@ from slca_lightning.models.names import BUILTIN_MODELS, WARM_START_BASES, warm_s
 
 __all__ = [
     "BUILTIN_MODELS",
+    "DTYPES",
     "TINY_HIDDEN_SIZE",
     "TINY_NUM_LAYERS",
     "WARM_START_BASES",
@@ -35,13 +36,13 @@ TINY_HIDDEN_SIZE = 128
 TINY_NUM_LAYERS = 4
 
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def _dtype(dtype: str) -> Any:
-    if dtype != "auto" and dtype not in _DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; choose one of {[*_DTYPES, 'auto']}")
-    return _DTYPES.get(dtype, "auto")
+    if dtype != "auto" and dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of {[*DTYPES, 'auto']}")
+    return DTYPES.get(dtype, "auto")
 
 
 def _finish_tokenizer(tokenizer: Any) -> Any:
@@ -75,8 +76,8 @@ def load_model(
             same name with ``-sft`` (``"tiny-sft"``, ``"suite-sft"``, and
             ``"suite-pooled-sft"``, see :data:`WARM_START_BASES`): that model after
             ``warm_start(base=...)`` (the folder it returns; given by
-            :func:`slca_lightning.policy.load_policy`, refused without it); a named pretrained source
-            of :data:`slca_lightning.models.sources.SOURCES` (``"smollm2-135m-instruct"``,
+            :func:`slca_lightning.models.policy.load_policy`, refused without it); a named pretrained source
+            of :data:`slca_lightning.models.pretrained.SOURCES` (``"smollm2-135m-instruct"``,
             from its install extra) or a ``.gguf`` file, dequantised once into the cache;
             or the path of a local HF folder with ``config.json``. A ChatML template without
             the tool role gets the hermes one (:mod:`slca_lightning.models.chat`).
@@ -91,14 +92,14 @@ def load_model(
         torch_dtype = _dtype(dtype)
         return (net if torch_dtype == "auto" else net.to(torch_dtype)), _finish_tokenizer(tokenizer)
     from slca_lightning.models.chat import adapt_chat_template
-    from slca_lightning.models.sources import SOURCES, resolve_model_path
+    from slca_lightning.models.pretrained import SOURCES, resolve_model_path
 
     base = warm_start_base(model)
     if base is not None:
         if warm_start is None:
             raise ValueError(
                 f"model {model!r} is a built-in warm start, trained on first use: load it "
-                "with slca_lightning.policy.load_policy (or point at its cache folder)"
+                "with slca_lightning.models.policy.load_policy (or point at its cache folder)"
             )
         path = warm_start(base=base)
     else:

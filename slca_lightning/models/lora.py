@@ -1,7 +1,7 @@
 """LoRA adapters on a causal LM (peft): the settings and the wrapper.
 
 With LoRA the frozen KL reference is the same network with its adapters disabled, and the
-optimizer holds the adapters only (:class:`~slca_lightning.module.SLCAGRPOModule`).
+optimizer holds the adapters only (:class:`~slca_lightning.training.module.SLCAGRPOModule`).
 """
 
 from __future__ import annotations

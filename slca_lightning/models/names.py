@@ -1,5 +1,5 @@
 """The built-in model names, with no imports: :mod:`.loading`, :mod:`.sources` and
-:mod:`slca_lightning.provenance` all resolve them."""
+:mod:`slca_lightning.cli.provenance` all resolve them."""
 
 from __future__ import annotations
 

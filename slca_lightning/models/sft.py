@@ -20,15 +20,15 @@ import lightning
 import torch
 from torch.utils.data import DataLoader
 
-from slca_lightning.config_checks import check_args
-from slca_lightning.model_logprobs import (
+from slca_lightning.config.checks import check_args
+from slca_lightning.logprobs.causal_lm import (
     common_prefix_len,
     sequence_logprobs,
     shared_prefix_logprobs,
 )
 from slca_lightning.models.loading import load_model
 from slca_lightning.models.lora import LoraSettings, apply_lora
-from slca_lightning.models.sources import fill_learning_rate
+from slca_lightning.models.pretrained import fill_learning_rate
 
 __all__ = [
     "SFTDataModule",
@@ -261,7 +261,7 @@ class SFTModule(lightning.LightningModule):
     (with LoRA when ``lora`` is set), which also connects the tokenizer to the trainer's
     datamodule when that has none. AdamW (betas 0.9, 0.95) on the trainable parameters at
     ``learning_rate`` (null, the default: the model's own,
-    :func:`~slca_lightning.models.sources.default_learning_rate`: 3e-3 from scratch, 2e-4 for
+    :func:`~slca_lightning.models.pretrained.default_learning_rate`: 3e-3 from scratch, 2e-4 for
     the built-in warm starts, a named source's, 1e-5 for any other, pretrained, model);
     the learning rate ramps up linearly over ``warmup_steps``, then decays linearly to
     ``final_lr_fraction`` of itself at ``decay_steps`` (None: the trainer's ``max_steps``;
@@ -269,13 +269,13 @@ class SFTModule(lightning.LightningModule):
     steps independent of how long the run is (a run stopped early is a prefix of a longer
     one: the built-in warm starts select a step this way). Rows that
     share ≥ ``share_prefix`` leading tokens (0: never) run that prefix once
-    (:func:`~slca_lightning.model_logprobs.shared_prefix_logprobs`; same loss). ``context_weight``
+    (:func:`~slca_lightning.logprobs.causal_lm.shared_prefix_logprobs`; same loss). ``context_weight``
     > 0 adds that weight times the mean NLL of the other (prompt, tool) tokens, an
     auxiliary language-modelling signal for models trained from scratch (0: pure SFT).
     Logs ``sft/loss`` (the masked NLL), ``sft/tokens`` (loss tokens in the batch) and,
     when used, ``sft/context_loss``. With ``output_dir`` the trained model (LoRA merged)
     and its tokenizer are written there as an HF folder at the end of the fit
-    (:func:`~slca_lightning.export.export_policy`), for ``model:`` of an RL config.
+    (:func:`~slca_lightning.models.export.export_policy`), for ``model:`` of an RL config.
     ``gradient_checkpointing`` recomputes each decoder layer's activations in backward
     (transformers' ``gradient_checkpointing_enable``, non-reentrant): less memory for
     long demonstrations, more compute; rows then never share their prefix (a checkpointed
@@ -336,7 +336,7 @@ class SFTModule(lightning.LightningModule):
         out = self.hparams.output_dir
         if not out or self.model is None or not self.trainer.is_global_zero:
             return
-        from slca_lightning.export import export_policy
+        from slca_lightning.models.export import export_policy
 
         info = {"from": self.hparams.model, "stage": "sft", "steps": int(self.global_step)}
         info["hyper_parameters"] = dict(self.hparams)

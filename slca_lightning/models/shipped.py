@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from slca_lightning.cache import default_cache_dir, is_complete, save_model_folder
+from slca_lightning.models.cached_folders import default_cache_dir, is_complete, save_model_folder
 
 __all__ = [
     "WEIGHTS_DIR",
@@ -35,7 +35,7 @@ __all__ = [
     "tokenizer_digest",
 ]
 
-log = logging.getLogger("slca_lightning.policy")
+log = logging.getLogger("slca_lightning.models.policy")
 
 #: Where the shipped weights and their manifests live.
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
@@ -90,9 +90,7 @@ def _checked_file(name: str, info: dict[str, Any], weights_dir: Path) -> Path:
     return path
 
 
-def shipped_folder(
-    name: str, cache_dir: str | None = None, weights_dir: Path | None = None
-) -> str:
+def shipped_folder(name: str, cache_dir: str | None = None, weights_dir: Path | None = None) -> str:
     """The HF folder of the shipped warm start ``name``, written once into the cache.
 
     Raises:
@@ -100,12 +98,13 @@ def shipped_folder(
         ValueError: the tokenizer built here is not the one the weights were trained with.
     """
     from slca_lightning.models.loading import load_model
-    from slca_lightning.models.names import warm_start_base
 
     weights_dir = Path(weights_dir or WEIGHTS_DIR)
     info = manifest(name, weights_dir)
     if info is None:
-        raise ShippedWeightsError(f"{weights_dir / (name + '.json')}: no shipped warm start {name!r}")
+        raise ShippedWeightsError(
+            f"{weights_dir / (name + '.json')}: no shipped warm start {name!r}"
+        )
     path = _checked_file(name, info, weights_dir)
     root = Path(cache_dir or default_cache_dir()).expanduser()
     final = root / f"{name}-shipped-{info['sha256'][:16]}"
@@ -117,11 +116,7 @@ def shipped_folder(
     if not is_complete(final, _DONE_FILE):
         from safetensors.torch import load_model as load_weights
 
-        base = warm_start_base(name)
-        from slca_lightning.models.warm_start import WARM_STARTS
-
-        arch = WARM_STARTS[base].get("model", base) if base else name
-        model, tokenizer = load_model(arch, seed=0)
+        model, tokenizer = load_model(info["settings"]["base"], seed=0)  # the architecture
         digest = tokenizer_digest(tokenizer)
         if digest != info["tokenizer_sha256"]:
             raise ValueError(

@@ -23,13 +23,14 @@ import json
 import logging
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from slca_lightning.cache import default_cache_dir, is_complete, save_model_folder
+from slca_lightning.models.cached_folders import default_cache_dir, is_complete, save_model_folder
 from slca_lightning.models.loading import TINY_HIDDEN_SIZE, TINY_NUM_LAYERS
 
 __all__ = [
@@ -42,7 +43,9 @@ __all__ = [
     "warm_start_key",
 ]
 
-log = logging.getLogger("slca_lightning.policy")  # the logger name the warm start always used
+log = logging.getLogger(
+    "slca_lightning.models.policy"
+)  # the logger name the warm start always used
 
 #: Warm-start defaults of the tiny model (measured on 2 CPU cores).
 WARM_START_STEPS = 300
@@ -121,7 +124,10 @@ def warm_start_key(
     if pooled:  # only then: the clean warm starts keep their cache folders
         key["string_arguments_fraction"] = pooled
     if spec.get("selection"):
-        key["selection"] = {**spec["selection"], "validation": list(spec["selection"]["validation"])}
+        key["selection"] = {
+            **spec["selection"],
+            "validation": list(spec["selection"]["validation"]),
+        }
     if arch == "tiny":
         key.update(hidden_size=TINY_HIDDEN_SIZE, num_layers=TINY_NUM_LAYERS)
         return key
@@ -212,7 +218,7 @@ def train_warm_start(
     learning_rate: float | None = None,
     max_steps: int | None = None,
     probe: Callable[[Any, Any], dict[str, Any]] | None = None,
-    progress: bool = True,
+    callbacks: Sequence[Any] = (),
 ) -> WarmStartRun:
     """Train the warm start ``base`` by its :data:`WARM_STARTS` recipe (seeded,
     deterministic) and return the selected weights.
@@ -221,6 +227,7 @@ def train_warm_start(
     lowest one's weights are kept; ``probe(model, tokenizer)`` (optional) adds its own
     figures to each selection point (for the record only: it never picks). ``max_steps``
     stops early without changing the schedule (tests check the recipe's first steps).
+    ``callbacks`` are added to the trainer (a progress bar turns Lightning's bar on).
     """
     import lightning
 
@@ -269,15 +276,14 @@ def train_warm_start(
             if nll < best["nll"]:
                 best.update(nll=nll, step=step, state=copy.deepcopy(pl_module.model.state_dict()))
 
-    from slca_lightning.console import StepProgressBar  # one bar: "SFT warm start: k/steps"
+    from lightning.pytorch.callbacks import ProgressBar
 
-    callbacks: list[Any] = [_Record()]
-    if progress:
-        callbacks.append(StepProgressBar(f"SFT warm start {base}-sft"))
+    progress = any(isinstance(c, ProgressBar) for c in callbacks)
+    log.info("warm_start %s: training %d steps (%s)", base, horizon, json.dumps(key))
     trainer = lightning.Trainer(
         accelerator="cpu", devices=1, max_steps=min(horizon, max_steps or horizon),
         logger=False, enable_checkpointing=False, deterministic=True, gradient_clip_val=1.0,
-        enable_model_summary=False, enable_progress_bar=progress, callbacks=callbacks,
+        enable_model_summary=False, enable_progress_bar=progress, callbacks=[_Record(), *callbacks],
     )  # fmt: skip
     try:
         trainer.fit(module, datamodule=data)
@@ -310,7 +316,7 @@ def warm_start(
     ``<cache_dir>/<base>-sft-<hash of warm_start_key(...)>`` (``cache_dir`` defaults to
     :func:`default_cache_dir`); a complete save there is returned at once. Saves are atomic
     (a temporary folder renamed into place), so an interrupted run never leaves a partial
-    cache. A log line (logger ``slca_lightning.policy``) says what was loaded or trained.
+    cache. A log line (logger ``slca_lightning.models.policy``) says what was loaded or trained.
     """
     from slca_lightning.models import shipped
 
@@ -329,5 +335,8 @@ def warm_start(
     run = train_warm_start(base, steps, seed, n_tasks, batch_size, learning_rate)
     info = {**key, "selected_step": run.step, "seconds": run.seconds, "curve": run.curve}
     save_model_folder(final, run.model, run.tokenizer, _DONE_FILE, info)
-    log.info("warm_start: trained %s into %s (%.1fs)", base, final, time.perf_counter() - t0)
+    log.info(
+        "warm_start: trained %d steps of %s into %s (%.1fs)",
+        key["steps"], base, final, time.perf_counter() - t0,
+    )  # fmt: skip
     return str(final)

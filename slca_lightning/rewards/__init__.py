@@ -4,7 +4,6 @@
 """
 
 from slca_lightning.calls.gold import normalize_gold_calls
-from slca_lightning.moved import alias
 from slca_lightning.rewards.base import (
     CHANNEL_CLASSES,
     ChannelReward,
@@ -14,7 +13,7 @@ from slca_lightning.rewards.base import (
     task_question,
     validate_reward_output,
 )
-from slca_lightning.rewards.hierr import PROCESS_COMPONENTS, HierarchicalReward
+from slca_lightning.rewards.hierarchical import PROCESS_COMPONENTS, HierarchicalReward
 from slca_lightning.rewards.judges import (
     DEFAULT_JUDGE_PROMPT,
     JudgeRequest,
@@ -79,6 +78,3 @@ __all__ = [
     "token_f1",
     "validate_reward_output",
 ]
-
-# old module paths (before the move to slca_lightning.calls) keep importing
-alias({"slca_lightning.rewards.gold": "slca_lightning.calls.gold"})

@@ -2,7 +2,7 @@
 
 The judge sees the user question, the tool results (not the calls) and the final reply.
 :class:`LLMJudge` is the paper's judge (a frozen LLM at temperature 0 rating 1–5, mapped
-r → (r − 1)/4) over any :class:`~slca_lightning.backends.ChatBackend`.
+r → (r − 1)/4) over any :class:`~slca_lightning.chat_backends.ChatBackend`.
 :class:`~slca_lightning.rewards.rule_judge.RuleJudge` (its own module) is a deterministic,
 offline stand-in for CPU runs and tests: a weighted mix of grounding, question coverage and
 a length term.
@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from slca_lightning.backends.base import ChatBackend, chat_batch_tolerant
+from slca_lightning.chat_backends.base import ChatBackend, chat_batch_tolerant
 
 __all__ = [
     "DEFAULT_JUDGE_PROMPT",
@@ -29,17 +29,6 @@ __all__ = [
     "SummaryJudge",
     "parse_rating",
 ]
-
-_MOVED = {"RuleJudge", "extract_facts", "STOP_WORDS"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        raise AttributeError(
-            f"slca_lightning.rewards.judges.{name} moved to slca_lightning.rewards.rule_judge."
-            f"{name} (also importable as slca_lightning.rewards.{name})"
-        )
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -142,7 +131,7 @@ def parse_rating(text: str) -> int | None:
     return rating if 1 <= rating <= 5 else None
 
 
-def _middle_cut(text: str, limit: int | None) -> str:
+def middle_cut(text: str, limit: int | None) -> str:
     if limit is None or len(text) <= limit:
         return text
     half = max(limit // 2, 1)
@@ -185,7 +174,7 @@ class LLMJudge(SummaryJudge):
         cache: bool = False,
         cache_path: str | None = None,
     ) -> None:
-        from slca_lightning.calls.cache import SimulatorCache
+        from slca_lightning.calls.result_cache import SimulatorCache
 
         self.backend = backend
         self.temperature = temperature
@@ -206,7 +195,7 @@ class LLMJudge(SummaryJudge):
         """The chat messages sent to the judge for one request."""
         if request.tool_results:
             results = "\n\n".join(
-                f"({i}) {_middle_cut(r, self.max_result_chars)}"
+                f"({i}) {middle_cut(r, self.max_result_chars)}"
                 for i, r in enumerate(request.tool_results, 1)
             )
         else:

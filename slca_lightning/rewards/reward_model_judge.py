@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from slca_lightning.rewards.judges import JudgeRequest, JudgeVerdict, SummaryJudge, _middle_cut
+from slca_lightning.rewards.judges import JudgeRequest, JudgeVerdict, SummaryJudge, middle_cut
 
 __all__ = ["RewardModelJudge", "render_judge_text"]
 
@@ -23,7 +23,7 @@ __all__ = ["RewardModelJudge", "render_judge_text"]
 def render_judge_text(request: JudgeRequest, max_result_chars: int | None = 4000) -> str:
     """The text the reward model reads for one request."""
     results = "\n\n".join(
-        f"({i}) {_middle_cut(r, max_result_chars)}" for i, r in enumerate(request.tool_results, 1)
+        f"({i}) {middle_cut(r, max_result_chars)}" for i, r in enumerate(request.tool_results, 1)
     )
     return (
         f"[User question]\n{request.question}\n\n[Tool results]\n{results or '(no tool results)'}"

@@ -25,9 +25,9 @@ from typing import Any
 
 import torch
 
-from slca_lightning.backends.base import ChatBackend, chat_batch_tolerant
 from slca_lightning.calls.gold import normalize_gold_calls
 from slca_lightning.calls.parsing import parse_tool_calls
+from slca_lightning.chat_backends.base import ChatBackend, chat_batch_tolerant
 from slca_lightning.rewards.base import ChannelReward, check_finite, task_question
 from slca_lightning.types import Episode, Task, ToolCall
 
@@ -188,7 +188,7 @@ class RLTRReward(ChannelReward):
     0 on malformed rows, where the verifier is not asked) and ``rltr_malformed`` (1.0 on
     malformed rows).
 
-    One of :class:`~slca_lightning.rewards.hierr.HierarchicalReward`'s default extra
+    One of :class:`~slca_lightning.rewards.hierarchical.HierarchicalReward`'s default extra
     channels: with the default verifier it is a rule over the parsed calls and the gold
     (no model call), cheap enough to compute on every batch whichever router runs.
 

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from slca_lightning.calls.env_errors import env_error_json, report_env_error
 from slca_lightning.calls.formats import HermesFormat, ToolCallFormat
 from slca_lightning.calls.sanitize import clean_text
-from slca_lightning.config_checks import check_args
+from slca_lightning.config.checks import check_args
 from slca_lightning.rollout.engine import RolloutEngine, SamplingConfig
 from slca_lightning.rollout.observations import (  # noqa: F401  (names importable from here)
     MAX_CHARS_PER_TOKEN,
@@ -60,7 +60,7 @@ class AgentLoop:
     Args:
         engine: the sampler (shares or syncs the policy's weights).
         tokenizer: the policy's tokenizer with its chat template.
-        simulator: a :class:`~slca_lightning.tools.sgls.ToolSimulator` (never raises).
+        simulator: a :class:`~slca_lightning.tools.simulator.ToolSimulator` (never raises).
         sampling: per-turn sampling settings (``</tool_call>`` must be a stop string).
         max_turns: assistant turns per episode (paper: 10).
         max_calls_per_turn: parallel calls executed per turn (paper: 20).

@@ -23,15 +23,16 @@ import lightning as L
 
 from slca_lightning.calls.env_errors import EnvironmentBrokenError
 from slca_lightning.calls.formats import HermesFormat, ToolCallFormat
-from slca_lightning.config_checks import check_args
-from slca_lightning.data.sources import SyntheticTasks, TaskSource
-from slca_lightning.policy import rollout_weights
+from slca_lightning.config.checks import check_args
+from slca_lightning.data.task_sources import SyntheticTasks, TaskSource
+from slca_lightning.models.fsdp import rollout_weights
 from slca_lightning.rollout.agent_loop import AgentLoop
 from slca_lightning.rollout.collate import collate_episodes
 from slca_lightning.rollout.engine import TURN_END_STOPS, RolloutEngine, SamplingConfig
 from slca_lightning.rollout.hf_engine import HFEngine
-from slca_lightning.tools.backends import PythonBackend
-from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolSimulator
+from slca_lightning.tools.base import ToolSimulator
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
+from slca_lightning.tools.tool_backends import PythonBackend
 from slca_lightning.types import RolloutBatch, Task
 
 

@@ -180,14 +180,14 @@ def sample_loop(
     return tokens, logprobs, reasons
 
 
-def _keep_last(model: nn.Module) -> dict[str, Any]:
+def keep_last(model: nn.Module) -> dict[str, Any]:
     """``{"logits_to_keep": 1}`` when the model's forward takes it (no ``[1, P, V]``)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     params = inspect.signature(base.forward).parameters
     return {"logits_to_keep": 1} if "logits_to_keep" in params else {}
 
 
-def _cache_name(model: nn.Module) -> str:
+def cache_name(model: nn.Module) -> str:
     """The KV-cache keyword of this transformers version (``cache`` from 5.x on)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"

@@ -38,9 +38,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from slca_lightning.config_checks import check_args
+from slca_lightning.config.checks import check_args
 from slca_lightning.rollout.engine import Generation, RolloutEngine, SamplingConfig
-from slca_lightning.rollout.hf_decode import _cache_name, _keep_last, sampled_gap
+from slca_lightning.rollout.hf_decode import cache_name, keep_last, sampled_gap
 from slca_lightning.rollout.prefixes import plan_groups, prefix_clusters
 
 
@@ -252,8 +252,8 @@ class HFEngine(RolloutEngine):
                 max_new_tokens=sampling.max_new_tokens,
                 temperature=sampling.temperature,
                 ended=ended,
-                cache_name=_cache_name(model),
-                keep_last=_keep_last(model),
+                cache_name=cache_name(model),
+                keep_last=keep_last(model),
                 prune_fraction=self.prune_fraction,
             )
         return [  # rows already end where they stopped: no second pass of _cut
@@ -283,7 +283,7 @@ class HFEngine(RolloutEngine):
         extra: dict[str, Any] = {}
         cache = growing_cache(model, width + sampling.max_new_tokens)
         if cache is not None:
-            extra[_cache_name(model)] = cache
+            extra[cache_name(model)] = cache
         if shared > 0:
             was_training = model.training
             model.eval()
@@ -292,13 +292,13 @@ class HFEngine(RolloutEngine):
                     input_ids=input_ids[:1, :shared].to(device),
                     use_cache=True,
                     **extra,
-                    **_keep_last(model),
+                    **keep_last(model),
                 )  # the cache is what is kept; logits of the last position only
             finally:
                 model.train(was_training)
-            cache = getattr(prefill, _cache_name(model))
+            cache = getattr(prefill, cache_name(model))
             cache.batch_repeat_interleave(input_ids.shape[0])
-            extra[_cache_name(model)] = cache
+            extra[cache_name(model)] = cache
         greedy = sampling.temperature <= 0
         kwargs: dict[str, Any] = dict(
             input_ids=input_ids.to(device),

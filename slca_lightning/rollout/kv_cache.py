@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
-from slca_lightning.config_checks import check_args
+from slca_lightning.config.checks import check_args
 
 __all__ = ["GrowingCache", "GrowingKVLayer", "growing_cache"]
 

@@ -40,7 +40,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from slca_lightning.config_checks import check_args
+from slca_lightning.config.checks import check_args
 from slca_lightning.rollout.engine import Generation, RolloutEngine, SamplingConfig
 from slca_lightning.rollout.vllm_errors import WeightSyncTimeout, import_vllm, start_error_hint
 from slca_lightning.rollout.vllm_sync import full_state_items, pack_weights

@@ -1,5 +1,2 @@
-"""Offline test assets: tiny tokenizer and model builders."""
-
-from slca_lightning.models.tiny import build_tiny_model, build_tiny_tokenizer
-
-__all__ = ["build_tiny_model", "build_tiny_tokenizer"]
+"""What tests and fixtures use and the product never does: loopback HTTP and MCP servers
+(:mod:`.servers`, :mod:`.mcp_server`) and scripted reward helpers (:mod:`.rewards`)."""

@@ -145,7 +145,7 @@ class ChatStandIn:
     Args:
         mode: one of :data:`MODES` (changeable while running: set :attr:`mode`).
         reply: the answer in mode ``ok``: a function ``messages -> text``, or a
-            :class:`~slca_lightning.backends.ChatBackend` (e.g. ``EngineChatBackend`` over
+            :class:`~slca_lightning.chat_backends.ChatBackend` (e.g. ``EngineChatBackend`` over
             the tiny model); None echoes the last message's content.
         delay_s: fixed latency before every answer (benchmarks).
         huge_bytes: body size in mode ``huge``.

@@ -1,6 +1,6 @@
 """The tool interfaces: a :class:`ToolSimulator` answers calls of a task, a
 :class:`ToolBackend` produces the observation of a validated call (see
-:mod:`slca_lightning.tools.sgls`, which re-exports both, and the backends beside it).
+:mod:`slca_lightning.tools.simulator`, which re-exports both, and the backends beside it).
 """
 
 from __future__ import annotations

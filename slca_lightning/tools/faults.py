@@ -1,6 +1,6 @@
 """Fault injection for the tool simulator: timeouts, server errors and malformed payloads.
 
-:class:`FaultInjector` wraps any :class:`~slca_lightning.tools.sgls.ToolBackend` (choose it
+:class:`FaultInjector` wraps any :class:`~slca_lightning.tools.simulator.ToolBackend` (choose it
 by ``class_path`` with the real backend as ``backend``). For each attempt it draws one
 uniform number from sha256 of (seed, tool, canonical arguments, how many times this exact
 call was attempted before), so the faults a run sees depend only on the seed and the calls,

@@ -29,7 +29,7 @@ import sys
 import threading
 from typing import Any
 
-from slca_lightning.tools.sgls import ToolBackend, to_observation
+from slca_lightning.tools.base import ToolBackend, to_observation
 from slca_lightning.types import Task, ToolCall
 
 __all__ = ["MCPBackend", "MCPBackendError", "MCPTimeout", "MCPToolError", "MCPTransportError"]

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from slca_lightning.calls.schema import canonical_arguments
-from slca_lightning.tools.sgls import ToolBackend
+from slca_lightning.tools.base import ToolBackend
 from slca_lightning.types import Task, ToolCall
 
 __all__ = ["ReplayBackend"]

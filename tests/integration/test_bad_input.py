@@ -9,10 +9,11 @@ import lightning as L
 import pytest
 import torch
 
-from slca_lightning.cli import main
+from slca_lightning.cli.commands import main
 from slca_lightning.rollout.engine import RolloutEngine
 from slca_lightning.rollout.scripted_engine import ScriptedEngine
-from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolBackend
+from slca_lightning.tools.base import ToolBackend
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
 
 ARGS = [
     "--model.model=tiny",
@@ -21,7 +22,7 @@ ARGS = [
     "--data.group_size=2",
     "--data.max_turns=3",
     "--data.max_new_tokens=48",
-    "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+    "--data.tasks.class_path=slca_lightning.data.task_sources.SyntheticTasks",
     "--data.tasks.init_args.n_train=8",
     "--data.tasks.init_args.n_heldout=2",
     "--trainer.accelerator=cpu",
@@ -168,7 +169,7 @@ def test_malformed_task_file_fails_before_training_naming_line_and_field(tmp_pat
             *args,
             f"--trainer.default_root_dir={tmp_path}",
             "--trainer.max_steps=1",
-            "--data.tasks.class_path=slca_lightning.data.sources.JsonlTasks",
+            "--data.tasks.class_path=slca_lightning.data.task_sources.JsonlTasks",
             f"--data.tasks.init_args.path={path}",
         ],
         run=False,

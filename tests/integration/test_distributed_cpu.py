@@ -29,7 +29,7 @@ WORKER = textwrap.dedent(
     import hashlib, json, os, sys
     import lightning as L
     import torch
-    from slca_lightning.cli import main
+    from slca_lightning.cli.commands import main
 
     mode, out = sys.argv[1], sys.argv[2]
     ckpt = os.path.join(os.path.dirname(out), "sharded.ckpt")
@@ -83,7 +83,7 @@ WORKER = textwrap.dedent(
         "--model.reward_head=slca_lightning.testing.rewards.TokenParityReward",
         "--data.prompts_per_step=4", "--data.group_size=2", "--data.max_turns=1",
         "--data.max_new_tokens=8", "--data.max_response_tokens=32",
-        "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+        "--data.tasks.class_path=slca_lightning.data.task_sources.SyntheticTasks",
         "--data.tasks.init_args.n_train=16", "--data.tasks.init_args.n_heldout=4",
         "--data.tasks.init_args.families=[math]",
     ], run=False)

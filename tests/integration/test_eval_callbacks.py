@@ -27,8 +27,8 @@ import pytest
 from matplotlib.image import imread
 
 from callbacks import BFCLEval, GradientDiagnostics, InDomainEval, RewardCurves
-from slca_lightning.cli import main
-from slca_lightning.eval import standalone
+from slca_lightning.cli import evaluate as standalone
+from slca_lightning.cli.commands import main
 from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.testing.rewards import TokenParityReward
 
@@ -41,7 +41,7 @@ ARGS = [
     "--data.max_turns=2",
     "--data.max_new_tokens=40",
     "--data.max_response_tokens=96",
-    "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+    "--data.tasks.class_path=slca_lightning.data.task_sources.SyntheticTasks",
     "--data.tasks.init_args.n_train=16",
     "--data.tasks.init_args.n_heldout=3",
     "--data.tasks.init_args.families=[math]",
@@ -217,7 +217,7 @@ def test_slca_eval_on_the_saved_checkpoint(fitted, tmp_path):
 
 def test_slca_eval_help_exits_zero(capsys):
     out = subprocess.run(
-        [sys.executable, "-m", "slca_lightning.cli", "eval", "--help"],
+        [sys.executable, "-m", "slca_lightning.cli.commands", "eval", "--help"],
         capture_output=True,
         text=True,
         timeout=300,

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slca_lightning.cli import main
+from slca_lightning.cli.commands import main
 from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.testing.rewards import TokenParityReward
 
@@ -36,7 +36,7 @@ ARGS = [
     "--data.max_turns=2",
     "--data.max_new_tokens=40",
     "--data.max_response_tokens=96",
-    "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+    "--data.tasks.class_path=slca_lightning.data.task_sources.SyntheticTasks",
     "--data.tasks.init_args.n_train=8",
     "--data.tasks.init_args.n_heldout=2",
     "--data.tasks.init_args.families=[math]",
@@ -56,13 +56,13 @@ def simulator_config(tmp_path: Path, name: str, fault_rate: float, cache_path: P
     cfg = {
         "data": {
             "simulator": {
-                "class_path": "slca_lightning.tools.sgls.SchemaGuidedSimulator",
+                "class_path": "slca_lightning.tools.simulator.SchemaGuidedSimulator",
                 "init_args": {
                     "backend": {
                         "class_path": "slca_lightning.tools.faults.FaultInjector",
                         "init_args": {
                             "backend": {
-                                "class_path": "slca_lightning.tools.backends.PythonBackend"
+                                "class_path": "slca_lightning.tools.tool_backends.PythonBackend"
                             },
                             "timeout_rate": third,
                             "server_error_rate": third,

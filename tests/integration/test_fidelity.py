@@ -24,8 +24,9 @@ from slca_lightning.eval.fidelity import (
     main,
     run_fidelity,
 )
-from slca_lightning.tools.backends import PythonBackend, ScriptedBackend
-from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolBackend
+from slca_lightning.tools.base import ToolBackend
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
+from slca_lightning.tools.tool_backends import PythonBackend, ScriptedBackend
 from slca_lightning.types import ToolCall
 
 OUT = {"type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"]}
@@ -129,7 +130,7 @@ def test_command_against_the_mcp_server(tmp_path, capsys):
         "--real",
         "mcp",
         "--simulator",
-        "slca_lightning.tools.backends.PythonBackend",
+        "slca_lightning.tools.tool_backends.PythonBackend",
     ]
     args += ["--mcp-command", f"{sys.executable} -m slca_lightning.tools.suite_mcp_server"]
     assert main([*args, "--json", str(out)]) == 0
@@ -143,7 +144,7 @@ def test_build_names_a_bad_class_path():
         build({"class_path": "nope.Missing"})
     scripted = build(
         {
-            "class_path": "slca_lightning.tools.backends.ScriptedBackend",
+            "class_path": "slca_lightning.tools.tool_backends.ScriptedBackend",
             "init_args": {"responses": {}},
         }
     )

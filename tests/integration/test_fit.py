@@ -17,10 +17,10 @@ import lightning as L
 import pytest
 import torch
 
-from slca_lightning.cli import main
-from slca_lightning.losses import policy_loss
+from slca_lightning.cli.commands import main
 from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.testing.rewards import TokenParityReward
+from slca_lightning.training.losses import policy_loss
 
 TINY_ARGS = [
     "--model.model=tiny",
@@ -31,7 +31,7 @@ TINY_ARGS = [
     "--data.max_turns=2",
     "--data.max_new_tokens=12",
     "--data.max_response_tokens=64",
-    "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+    "--data.tasks.class_path=slca_lightning.data.task_sources.SyntheticTasks",
     "--data.tasks.init_args.n_train=16",
     "--data.tasks.init_args.n_heldout=4",
     "--data.tasks.init_args.families=[math]",
@@ -232,7 +232,7 @@ def test_every_step_logs_the_metric_keys(tmp_path):
 
 
 def test_dr_grpo_divides_by_the_response_cap_whatever_the_padding(tmp_path, monkeypatch):
-    import slca_lightning.policy_update as module_file
+    import slca_lightning.training.update as module_file
 
     seen = []  # (max_len, padded length) of every policy_loss call
 
@@ -358,7 +358,7 @@ def test_first_update_sees_ratio_one_and_kl_zero_bit_for_bit_with_shuffled_minib
     of 3-row micro-batches, the old and reference log-probs of every row of the first
     mini-batch equal the update's own, bit for bit (same partition, same kernels). The
     spy records ``policy_loss``'s inputs and calls the real function."""
-    import slca_lightning.policy_update as module_mod
+    import slca_lightning.training.update as module_mod
 
     seen = []
 
@@ -449,7 +449,7 @@ def test_skipping_rows_without_signal_gives_the_same_update_when_kl_is_off(tmp_p
     """``model.skip_no_signal_rows``: the rows of a group with equal rewards never reach
     the loss, and with kl_coef = 0 the weights after two steps equal those of the full
     update (up to float summation order)."""
-    import slca_lightning.policy_update as module_mod
+    import slca_lightning.training.update as module_mod
 
     rows = []
     real = module_mod.policy_loss
@@ -502,7 +502,7 @@ def test_slca_export_writes_the_trained_policy_as_a_folder(tmp_path):
     HF folder whose logits equal the trained module's (transformers and load_policy)."""
     from transformers import AutoModelForCausalLM
 
-    from slca_lightning.cli_export import main as export
+    from slca_lightning.cli.export import main as export
 
     cli = build(tmp_path, "--trainer.max_steps=1", "--trainer.logger=false")
     cli.trainer.fit(cli.model, cli.datamodule)

@@ -23,7 +23,7 @@ WORKER = textwrap.dedent(
     import json, os, sys
     import lightning as L
     import torch
-    from slca_lightning.cli import main
+    from slca_lightning.cli.commands import main
 
     out = sys.argv[1]
 
@@ -57,7 +57,7 @@ WORKER = textwrap.dedent(
         "--model.reward_head=slca_lightning.testing.rewards.TokenParityReward",
         "--data.prompts_per_step=4", "--data.group_size=2", "--data.max_turns=2",
         "--data.max_new_tokens=12", "--data.max_response_tokens=64",
-        "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+        "--data.tasks.class_path=slca_lightning.data.task_sources.SyntheticTasks",
         "--data.tasks.init_args.n_train=16", "--data.tasks.init_args.n_heldout=4",
         "--data.tasks.init_args.families=[math]",
     ], run=False)

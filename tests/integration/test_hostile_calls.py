@@ -25,11 +25,12 @@ import pytest
 from slca_lightning.calls.env_errors import EnvironmentBrokenError
 from slca_lightning.calls.parsing import parse_tool_calls
 from slca_lightning.calls.sanitize import is_clean
-from slca_lightning.cli import main
-from slca_lightning.data.sources import SyntheticTasks
+from slca_lightning.cli.commands import main
+from slca_lightning.data.task_sources import SyntheticTasks
 from slca_lightning.rollout.agent_loop import not_executed
 from slca_lightning.rollout.scripted_engine import ScriptedEngine
-from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolBackend
+from slca_lightning.tools.base import ToolBackend
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
 
 CAP = 16
 STEPS = 6
@@ -51,7 +52,7 @@ ARGS = [
     "--data.max_new_tokens=4400",
     "--data.max_response_tokens=5600",
     "--data.max_tool_response_tokens=8",
-    "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+    "--data.tasks.class_path=slca_lightning.data.task_sources.SyntheticTasks",
     "--data.tasks.init_args.n_train=8",
     "--data.tasks.init_args.n_heldout=2",
     "--trainer.accelerator=cpu",

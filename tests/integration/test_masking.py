@@ -14,14 +14,15 @@ import pytest
 import torch
 
 from slca_lightning.advantages import GRPORouter
-from slca_lightning.losses import policy_loss
-from slca_lightning.policy import load_policy, sequence_logprobs
+from slca_lightning.logprobs.causal_lm import sequence_logprobs
+from slca_lightning.models.policy import load_policy
 from slca_lightning.rollout import AgentLoop, SamplingConfig, collate_episodes
 from slca_lightning.rollout.scripted_engine import ScriptedEngine
 from slca_lightning.segmenters import mask_run_segments
 from slca_lightning.testing.rewards import TokenParityReward
-from slca_lightning.tools.backends import PythonBackend
-from slca_lightning.tools.sgls import SchemaGuidedSimulator
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
+from slca_lightning.tools.tool_backends import PythonBackend
+from slca_lightning.training.losses import policy_loss
 from slca_lightning.types import Task, ToolCall
 
 ADD = {

@@ -23,10 +23,10 @@ import yaml
 
 from slca_lightning.data.suite import builtin_suite
 from slca_lightning.testing.servers import MCPHTTPServer
-from slca_lightning.tools.backends import PythonBackend
 from slca_lightning.tools.mcp_backend import MCPBackend, MCPTimeout, MCPToolError, MCPTransportError
-from slca_lightning.tools.sgls import SchemaGuidedSimulator
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
 from slca_lightning.tools.suite_mcp_server import OUTPUT_SCHEMAS
+from slca_lightning.tools.tool_backends import PythonBackend
 from slca_lightning.types import Task, ToolCall
 
 SUITE = builtin_suite()
@@ -192,14 +192,14 @@ def test_tau2_airline_server_real_calls(tmp_path):
 
 
 def test_two_step_fit_with_the_simulator_on_the_mcp_server(tmp_path):
-    from slca_lightning.cli import main
+    from slca_lightning.cli.commands import main
     from slca_lightning.rollout.scripted_engine import ScriptedEngine
     from slca_lightning.testing.rewards import TokenParityReward
 
     config = {
         "data": {
             "simulator": {
-                "class_path": "slca_lightning.tools.sgls.SchemaGuidedSimulator",
+                "class_path": "slca_lightning.tools.simulator.SchemaGuidedSimulator",
                 "init_args": {
                     "backend": {
                         "class_path": "slca_lightning.tools.mcp_backend.MCPBackend",
@@ -216,7 +216,7 @@ def test_two_step_fit_with_the_simulator_on_the_mcp_server(tmp_path):
     args = ["--config", str(path), "--model.model=tiny", "--model.micro_batch_size=4"]
     args += ["--data.prompts_per_step=2", "--data.group_size=2", "--data.max_turns=2"]
     args += ["--data.max_new_tokens=40", "--data.max_response_tokens=96"]
-    args += ["--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks"]
+    args += ["--data.tasks.class_path=slca_lightning.data.task_sources.SyntheticTasks"]
     args += ["--data.tasks.init_args.n_train=4", "--data.tasks.init_args.n_heldout=2"]
     args += ["--data.tasks.init_args.families=[math]", "--trainer.accelerator=cpu"]
     args += ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]

@@ -15,7 +15,7 @@ import pytest
 
 from slca_lightning.testing.servers import MCPHTTPServer
 from slca_lightning.tools.mcp_backend import MCPBackend
-from slca_lightning.tools.sgls import SchemaGuidedSimulator
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
 from slca_lightning.tools.suite_mcp_server import huge_text
 from slca_lightning.types import Task, ToolCall
 

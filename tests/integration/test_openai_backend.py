@@ -15,13 +15,13 @@ import time
 
 import pytest
 
-from slca_lightning.backends import ChatBackendError, OpenAIBackend
-from slca_lightning.backends.openai import ChatReplyTooLarge, ChatServerError, ChatTimeout
+from slca_lightning.chat_backends import ChatBackendError, OpenAIBackend
+from slca_lightning.chat_backends.openai import ChatReplyTooLarge, ChatServerError, ChatTimeout
 from slca_lightning.data.suite import builtin_suite
 from slca_lightning.rewards.judges import JudgeRequest, LLMJudge
 from slca_lightning.testing.servers import ChatStandIn
-from slca_lightning.tools.backends import LLMBackend
-from slca_lightning.tools.sgls import SchemaGuidedSimulator
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
+from slca_lightning.tools.tool_backends import LLMBackend
 from slca_lightning.types import Task, ToolCall
 
 TASK = Task(task_id="t", messages=[], tools=builtin_suite().tools_of(["math"]))
@@ -166,7 +166,7 @@ def test_chat_batch_overlaps_requests_up_to_max_in_flight():
 
 
 def test_tiny_model_behind_the_server_answers_like_in_process():
-    from slca_lightning.rollout.engine_backend import EngineChatBackend
+    from slca_lightning.rollout.engine_chat_backend import EngineChatBackend
 
     engine = EngineChatBackend("tiny", max_tokens=8)
     messages = [{"role": "user", "content": "What is 2 + 3?"}]

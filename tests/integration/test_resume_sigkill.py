@@ -1,7 +1,7 @@
 """SIGKILL in the middle of a step, resume from the last checkpoint: every later metric equals
 the uninterrupted run's (issue 17).
 
-Three real ``python -m slca_lightning.cli fit`` processes on one short config (the tiny
+Three real ``python -m slca_lightning.cli.commands fit`` processes on one short config (the tiny
 model, a checkpoint every step, CSV logs, the schema-guided simulator over the built-in
 tools with its SQLite cache on disk): the uninterrupted run; a run that is SIGKILLed during
 the rollout of step ``KILL_AT``, after that step's first tool calls were answered and
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from slca_lightning.calls.cache import SimulatorCache
+from slca_lightning.calls.result_cache import SimulatorCache
 from slca_lightning.rollout.engine import Generation
 from slca_lightning.rollout.hf_engine import HFEngine
 
@@ -62,13 +62,13 @@ data:
   engine:
     class_path: test_resume_sigkill.CallingEngine
   tasks:
-    class_path: slca_lightning.data.sources.SyntheticTasks
+    class_path: slca_lightning.data.task_sources.SyntheticTasks
     init_args: {{n_train: 16, n_heldout: 4, families: [math], irrelevant_fraction: 0.0}}
   simulator:
-    class_path: slca_lightning.tools.sgls.SchemaGuidedSimulator
+    class_path: slca_lightning.tools.simulator.SchemaGuidedSimulator
     init_args:
       backend:
-        class_path: slca_lightning.tools.backends.PythonBackend
+        class_path: slca_lightning.tools.tool_backends.PythonBackend
       cache: true
       cache_path: {cache}
   prompts_per_step: 2
@@ -120,7 +120,7 @@ def fit(root: Path, cache: Path, *extra: str, kill_at: int | None = None):
     env.pop("SLCA_KILL_AT_STEP", None)
     if kill_at is not None:
         env["SLCA_KILL_AT_STEP"] = str(kill_at)
-    cmd = [sys.executable, "-m", "slca_lightning.cli", "fit", f"--config={config}", *extra]
+    cmd = [sys.executable, "-m", "slca_lightning.cli.commands", "fit", f"--config={config}", *extra]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 

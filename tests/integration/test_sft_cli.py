@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from slca_lightning.cli import sft
-from slca_lightning.policy import load_policy
+from slca_lightning.cli.commands import sft
+from slca_lightning.models.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,7 +68,7 @@ def test_lora_sft_exports_merged_weights(tmp_path):
 def test_bad_sft_setting_is_one_line(tmp_path, capsys, monkeypatch):
     import sys
 
-    from slca_lightning.cli import script
+    from slca_lightning.cli.commands import script
 
     monkeypatch.setattr(
         sys,

@@ -25,8 +25,8 @@ pytestmark = [
 
 
 def test_one_sft_step_then_one_rl_step(tmp_path):
-    from slca_lightning.cli import main, sft
-    from slca_lightning.policy import load_policy
+    from slca_lightning.cli.commands import main, sft
+    from slca_lightning.models.policy import load_policy
 
     out = tmp_path / "sft_model"
     run = sft(

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from slca_lightning.cli import main as slca_main
+from slca_lightning.cli.commands import main as slca_main
 from slca_lightning.eval.tau2.evaluator import Tau2Evaluator, main
-from slca_lightning.policy import load_policy
+from slca_lightning.models.policy import load_policy
 from slca_lightning.testing.rewards import TokenParityReward
 
 TINY_EVAL = dict(

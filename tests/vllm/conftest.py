@@ -53,7 +53,7 @@ def server(tmp_path_factory, vllm_module):
     tokenizer it serves (same weights, for reference outputs)."""
     import httpx
 
-    from slca_lightning.policy import load_policy
+    from slca_lightning.models.policy import load_policy
 
     model, tok = load_policy("tiny", seed=0)
     folder = tmp_path_factory.mktemp("tiny")

@@ -18,12 +18,12 @@ import urllib.request
 
 import pytest
 
-from slca_lightning.backends import OpenAIBackend
+from slca_lightning.chat_backends import OpenAIBackend
 from slca_lightning.rewards.judges import JudgeRequest, LLMJudge
 from slca_lightning.rollout.engine import SamplingConfig
 from slca_lightning.rollout.hf_engine import HFEngine
-from slca_lightning.tools.backends import LLMBackend
-from slca_lightning.tools.sgls import SchemaGuidedSimulator
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
+from slca_lightning.tools.tool_backends import LLMBackend
 from slca_lightning.types import Task, ToolCall
 
 pytestmark = pytest.mark.vllm

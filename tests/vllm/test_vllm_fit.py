@@ -13,7 +13,7 @@ import csv
 import pytest
 import torch
 
-from slca_lightning.cli import main
+from slca_lightning.cli.commands import main
 from slca_lightning.rollout.engine import SamplingConfig
 from slca_lightning.rollout.hf_engine import HFEngine
 from slca_lightning.testing.rewards import TokenParityReward
@@ -30,7 +30,7 @@ ARGS = [
     "--data.max_turns=2",
     "--data.max_new_tokens=12",
     "--data.max_response_tokens=64",
-    "--data.tasks.class_path=slca_lightning.data.sources.SyntheticTasks",
+    "--data.tasks.class_path=slca_lightning.data.task_sources.SyntheticTasks",
     "--data.tasks.init_args.n_train=16",
     "--data.tasks.init_args.n_heldout=4",
     "--data.tasks.init_args.families=[math]",

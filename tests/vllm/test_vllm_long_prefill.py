@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from slca_lightning.policy import load_policy, sequence_logprobs
+from slca_lightning.logprobs.causal_lm import sequence_logprobs
+from slca_lightning.models.policy import load_policy
 from slca_lightning.rollout.engine import SamplingConfig
 
 pytestmark = pytest.mark.vllm

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from slca_lightning.policy import LoraSettings, apply_lora, load_policy
+from slca_lightning.models.lora import LoraSettings, apply_lora
+from slca_lightning.models.policy import load_policy
 from slca_lightning.rollout.engine import SamplingConfig
 from slca_lightning.rollout.hf_engine import HFEngine
 

@@ -321,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> BFCLReport:
         mt = [score_multi_turn(e, ground_truth_steps(e)) for e in evaluator.multi_turn_entries()]
         report = BFCLReport.from_scores(single + mt)
     else:
-        from slca_lightning.policy import load_policy
+        from slca_lightning.models.policy import load_policy
 
         model, tokenizer = load_policy(args.model, dtype=args.dtype)
         report = evaluator.run(model, tokenizer)

@@ -208,7 +208,7 @@ class Tau2Evaluator:
         tokenizer = tokenizer or getattr(module_or_model, "tokenizer", None)
         if tokenizer is None:
             raise ValueError("Tau2Evaluator.evaluate: a bare model needs its tokenizer")
-        from slca_lightning.policy import rollout_weights
+        from slca_lightning.models.fsdp import rollout_weights
 
         was_training = getattr(model, "training", False)
         model.eval()
@@ -222,7 +222,7 @@ class Tau2Evaluator:
 def _backend(model: str | None, url: str | None, what: str) -> Any:
     if model is None:
         raise SystemExit(f"--{what} llm needs --{what}-model")
-    from slca_lightning.rollout.engine_backend import EngineChatBackend, OpenAIBackend
+    from slca_lightning.rollout.engine_chat_backend import EngineChatBackend, OpenAIBackend
 
     return OpenAIBackend(url, model) if url else EngineChatBackend(model)
 
@@ -259,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Tau2Report]:
     model: Any = OracleAgent()
     tokenizer = None
     if args.model != "oracle":
-        from slca_lightning.policy import load_policy
+        from slca_lightning.models.policy import load_policy
 
         model, tokenizer = load_policy(args.model, dtype=args.dtype)
     reports, tables = {}, []

@@ -10,7 +10,7 @@ Both see the conversation from the user's side (``{"role": "assistant"}`` = the 
   address…), says yes to a confirmation question, and stops when the agent signals the end
   (``anything else``, a goodbye, a transfer) or after ``max_turns`` messages. For CPU runs
   and tests: deterministic, cheap, not a negotiator.
-- :class:`LLMUser`: any :class:`~slca_lightning.backends.base.ChatBackend` playing the
+- :class:`LLMUser`: any :class:`~slca_lightning.chat_backends.base.ChatBackend` playing the
   customer from the task's scenario, with τ²'s user guidelines in our own words.
 """
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from callbacks.gradient_diagnostics import GradientDiagnostics, gradient_stats, norm_spread
-from slca_lightning.losses import policy_loss
-from slca_lightning.module import SLCAGRPOModule
 from slca_lightning.rollout.record import RolloutRecord
+from slca_lightning.training.losses import policy_loss
+from slca_lightning.training.module import SLCAGRPOModule
 from slca_lightning.types import RewardOutput, RolloutBatch, Segments
 
 
@@ -66,7 +66,7 @@ def test_loss_parts_sum_to_the_policy_gradient_loss_and_its_gradient(module):
     rows = torch.arange(2)
     params = [p for p in module.policy.parameters() if p.requires_grad]
     parts = module.loss_parts(record, rows)
-    logp = module._logprobs(module.policy, record.batch, rows)
+    logp = module.policy_update.logprobs(module.policy, record.batch, rows, module.update_context())
     mask = record.batch.assistant_mask[rows]
     full, _ = policy_loss(logp, logp.detach(), record.advantages[rows], mask)
     total = float((parts["tool"] + parts["summary"]).detach())

@@ -16,10 +16,10 @@ from rich.console import Console
 
 from callbacks import RolloutTable
 from callbacks.rollout_table import rollout_html
+from slca_lightning.models.tiny import build_tiny_tokenizer
 from slca_lightning.rollout.collate import collate_episodes
 from slca_lightning.rollout.record import RolloutRecord
 from slca_lightning.segmenters import mask_run_segments
-from slca_lightning.testing import build_tiny_tokenizer
 from slca_lightning.types import Episode, RewardOutput, Task
 
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'

@@ -3,8 +3,8 @@
 import pytest
 
 from slca_lightning.data import SyntheticTaskGenerator
-from slca_lightning.data.sources import SyntheticTasks
-from slca_lightning.policy import WARM_STARTS
+from slca_lightning.data.task_sources import SyntheticTasks
+from slca_lightning.models.warm_start import WARM_STARTS
 
 
 def _ids(tasks):

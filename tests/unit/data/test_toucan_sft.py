@@ -22,7 +22,7 @@ from slca_lightning.data.toucan_sft import (
     sft_messages,
 )
 from slca_lightning.tools.replay import ReplayBackend
-from slca_lightning.tools.sgls import SchemaGuidedSimulator
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
 from slca_lightning.types import Task, ToolCall
 
 
@@ -106,8 +106,8 @@ def test_sft_messages_group_parallel_calls_into_one_assistant_turn(tmp_path):
 
 
 def test_sft_messages_build_training_examples_with_the_real_tokenizer(tmp_path):
+    from slca_lightning.models.policy import load_policy
     from slca_lightning.models.sft import build_sft_example
-    from slca_lightning.policy import load_policy
 
     _, tok = load_policy("tiny")
     for traj in load_toucan_sft(write(tmp_path, ROW_PARALLEL, ROW_QUOTE)):

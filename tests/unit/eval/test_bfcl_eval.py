@@ -17,7 +17,7 @@ from lightning.pytorch.loggers import CSVLogger
 from callbacks import BFCLEval
 from slca_lightning.eval.bfcl.data import CATEGORIES, MULTI_TURN_CATEGORIES, load_category
 from slca_lightning.eval.bfcl.evaluator import BFCLEvaluator, main
-from slca_lightning.policy import load_policy
+from slca_lightning.models.policy import load_policy
 
 
 class Harness(L.LightningModule):

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from slca_lightning.eval import standalone
+from slca_lightning.cli import evaluate as standalone
 from slca_lightning.eval.registry import (
     EvalResult,
     available_evaluators,
@@ -46,7 +46,7 @@ def test_eval_command_runs_a_registered_evaluator(tmp_path):
     cfg = tmp_path / "run.yaml"
     cfg.write_text(
         "model:\n  kl_coef: 0.0\n"
-        "data:\n  max_turns: 2\n  tasks:\n    class_path: slca_lightning.data.sources.SyntheticTasks\n"
+        "data:\n  max_turns: 2\n  tasks:\n    class_path: slca_lightning.data.task_sources.SyntheticTasks\n"
         "    init_args: {n_train: 4, n_heldout: 5}\n"
     )
     out = tmp_path / "out"

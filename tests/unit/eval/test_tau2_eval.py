@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slca_lightning.backends.base import CallableBackend
+from slca_lightning.chat_backends.base import CallableBackend
 from slca_lightning.eval.tau2.evaluator import Tau2Evaluator, main
 from slca_lightning.eval.tau2.loop import OracleAgent
 from slca_lightning.eval.tau2.users import STOP, LLMUser
-from slca_lightning.policy import load_policy
+from slca_lightning.models.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -15,10 +15,10 @@ sys.path.insert(0, str(ROOT))
 
 from experiments.learning import rl_sweep  # noqa: E402
 from slca_lightning.advantages import AdvantageRouter  # noqa: E402
-from slca_lightning.config_checks import validate_config  # noqa: E402
-from slca_lightning.module import SLCAGRPOModule  # noqa: E402
+from slca_lightning.config.checks import validate_config  # noqa: E402
 from slca_lightning.rewards import RewardHead  # noqa: E402
 from slca_lightning.rollout.datamodule import RolloutDataModule  # noqa: E402
+from slca_lightning.training.module import SLCAGRPOModule  # noqa: E402
 
 FIT = {"model": SLCAGRPOModule, "data": RolloutDataModule}  # the roots slca fit validates
 

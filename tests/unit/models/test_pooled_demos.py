@@ -14,9 +14,10 @@ import pytest
 
 from slca_lightning.calls.parsing import ARGUMENTS_NOT_DICT, parse_tool_calls
 from slca_lightning.data import SyntheticTaskGenerator, builtin_suite, reference_answer
+from slca_lightning.models.names import WARM_START_BASES, warm_start_base
+from slca_lightning.models.policy import load_policy
 from slca_lightning.models.sft import SFTDataModule
 from slca_lightning.models.warm_start import WARM_STARTS, warm_start_key
-from slca_lightning.policy import WARM_START_BASES, load_policy, warm_start_base
 
 STRING_MARK = '"arguments": "{'
 
@@ -65,8 +66,8 @@ def test_sft_data_pools_the_given_fraction_per_task_deterministically():
 def test_clean_warm_starts_keep_their_cache_folders():
     """Pinned digests: a change here moves users' caches and needs a CHANGELOG line."""
     assert _digest(warm_start_key("tiny")) == "603e4d91ae4d0ff0"
-    assert _digest(warm_start_key("suite")) == "22048f67bdd5aafe"
-    assert _digest(warm_start_key("suite-pooled")) == "0221dd154f1c403f"
+    assert _digest(warm_start_key("suite")) == "a20c0889aa809d61"
+    assert _digest(warm_start_key("suite-pooled")) == "0017141de7ecac1e"
     pooled, clean = warm_start_key("suite-pooled"), warm_start_key("suite")
     assert pooled.pop("string_arguments_fraction") == 0.5
     assert pooled == clean  # the same tasks, recipe, budget and model

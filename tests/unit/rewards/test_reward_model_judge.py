@@ -13,9 +13,9 @@ import math
 import pytest
 import torch
 
+from slca_lightning.models.tiny import build_tiny_tokenizer
 from slca_lightning.rewards.judges import JudgeRequest
 from slca_lightning.rewards.reward_model_judge import RewardModelJudge, render_judge_text
-from slca_lightning.testing.tiny import build_tiny_tokenizer
 
 REQUESTS = [
     JudgeRequest("What is 2 + 3?", ['{"result": 5}'], "2 + 3 is 5."),

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from slca_lightning.backends import CallableBackend, ChatBackend
+from slca_lightning.chat_backends import CallableBackend, ChatBackend
 from slca_lightning.rewards import (
     ActionReward,
     GoldCoverageVerifier,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from slca_lightning.policy import load_policy
+from slca_lightning.models.policy import load_policy
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from slca_lightning.demo import ADD
+from slca_lightning.models.tiny import build_tiny_tokenizer
 from slca_lightning.rewards import HierarchicalReward
 from slca_lightning.rollout.agent_loop import AgentLoop, RenderMismatchError, middle_cut
 from slca_lightning.rollout.collate import collate_episodes
 from slca_lightning.rollout.engine import SamplingConfig
 from slca_lightning.rollout.scripted_engine import ScriptedEngine
-from slca_lightning.testing import build_tiny_tokenizer
-from slca_lightning.tools.backends import PythonBackend
-from slca_lightning.tools.sgls import SchemaGuidedSimulator
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
+from slca_lightning.tools.tool_backends import PythonBackend
 from slca_lightning.types import Task, ToolCall
 
 TOOLS = [ADD]  # the demo's add(a, b) schema

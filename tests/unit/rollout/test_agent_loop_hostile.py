@@ -16,12 +16,12 @@ import time
 import pytest
 
 from slca_lightning.data.suite import builtin_suite
+from slca_lightning.models.tiny import build_tiny_tokenizer
 from slca_lightning.rollout.agent_loop import AgentLoop, middle_cut, not_executed
 from slca_lightning.rollout.engine import SamplingConfig
 from slca_lightning.rollout.scripted_engine import ScriptedEngine
-from slca_lightning.testing import build_tiny_tokenizer
-from slca_lightning.tools.backends import PythonBackend
-from slca_lightning.tools.sgls import SchemaGuidedSimulator
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
+from slca_lightning.tools.tool_backends import PythonBackend
 from slca_lightning.types import Task
 
 SUITE = builtin_suite()

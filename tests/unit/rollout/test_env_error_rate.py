@@ -10,13 +10,14 @@ from dataclasses import replace
 import pytest
 
 from slca_lightning.calls.env_errors import EnvironmentBrokenError
-from slca_lightning.data.sources import SyntheticTasks
+from slca_lightning.data.task_sources import SyntheticTasks
+from slca_lightning.models.tiny import build_tiny_tokenizer
 from slca_lightning.rewards import HierarchicalReward
 from slca_lightning.rewards.judges import JudgeVerdict, SummaryJudge
 from slca_lightning.rollout.datamodule import RolloutDataModule
 from slca_lightning.rollout.scripted_engine import ScriptedEngine
-from slca_lightning.testing import build_tiny_tokenizer
-from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolBackend
+from slca_lightning.tools.base import ToolBackend
+from slca_lightning.tools.simulator import SchemaGuidedSimulator
 from slca_lightning.types import Episode, Task, ToolCall, ToolResult
 
 # one valid call that reaches the (dead) backend and one unknown tool, then a reply

@@ -3,13 +3,13 @@
 import pytest
 import torch
 
+from slca_lightning.models.tiny import build_tiny_tokenizer
 from slca_lightning.segmenters import (
     TagSegmenter,
     WholeSegmenter,
     check_partition,
     token_char_spans,
 )
-from slca_lightning.testing import build_tiny_tokenizer
 from slca_lightning.types import RolloutBatch
 
 

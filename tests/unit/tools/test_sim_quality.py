@@ -14,12 +14,13 @@ import threading
 import pytest
 
 from callbacks.simulator_stats import SimulatorStats
-from slca_lightning.backends import CallableBackend
-from slca_lightning.calls.cache import SimulatorCache
-from slca_lightning.tools.backends import LLMBackend, PythonBackend, ScriptedBackend
+from slca_lightning.calls.result_cache import SimulatorCache
+from slca_lightning.chat_backends import CallableBackend
+from slca_lightning.tools.base import ToolBackend
 from slca_lightning.tools.faults import FaultInjector, InjectedMalformed
 from slca_lightning.tools.replay import ReplayBackend
-from slca_lightning.tools.sgls import SchemaGuidedSimulator, ToolBackend, percentile
+from slca_lightning.tools.simulator import SchemaGuidedSimulator, percentile
+from slca_lightning.tools.tool_backends import LLMBackend, PythonBackend, ScriptedBackend
 from slca_lightning.types import Task, ToolCall
 
 ADD = {

@@ -1,0 +1,301 @@
+"""``slca eval``: run evaluators on a checkpoint or a model, outside training.
+
+::
+
+    slca eval --checkpoint runs/quickstart/logs/version_0/checkpoints/last.ckpt \\
+        --evaluators in_domain,bfcl --arg bfcl.categories=simple --arg bfcl.limit=5 --out eval/
+    slca eval --model tiny-sft --config configs/quickstart.yaml --evaluators in_domain
+
+(also ``python -m slca_lightning.eval``). The model comes from ``--checkpoint`` (a ``slca
+fit`` checkpoint: the module is rebuilt from its saved hyper-parameters on top of the
+config's ``model:`` section, components included, then its weights are loaded) or
+``--model`` (a built-in model, a named pretrained source such as
+``smollm2-135m-instruct``, a ``.gguf`` file or a local HF folder). The tasks, agent-loop caps
+and simulator come from the ``data:`` section of
+``--config`` (default: the ``config.yaml`` that ``slca fit`` saved beside the checkpoint,
+one or two folders up; else the built-in synthetic suite); with ``--model`` the config's
+``model:`` section (reward head, ...) is used too. Every evaluator writes ``<out>/<name>.md``
+and, when it reports rates, ``<out>/<name>.png`` (a bar chart: the in-domain rates, BFCL's
+per-category accuracy and overall, τ²'s Pass^k); ``<out>/summary.json`` holds every scalar
+(NaN as null) and the paths of the plots. Evaluators are looked up by name in
+:mod:`slca_lightning.eval.registry`; options reach them as ``--arg <name>.<key>=<value>``
+(the value read as YAML).
+
+Checkpoints are read with ``torch.load(weights_only=True)``, and every component class path
+in the checkpoint's hyper-parameters (and in a ``config.yaml`` found beside it) must lie
+under ``slca_lightning`` or ``callbacks`` or a prefix given with ``--trust_class_prefix``
+(:mod:`slca_lightning.training.checkpoints`); anything else is refused, saying which key and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import logging
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from slca_lightning.cli.threads import apply_threads
+from slca_lightning.config.checks import ConfigError, validate_config
+from slca_lightning.eval.plots import plot_bars
+from slca_lightning.eval.registry import EvalContext, available_evaluators, get_evaluator
+from slca_lightning.training.checkpoints import check_class_paths, load_checkpoint
+
+__all__ = ["build_parser", "find_run_config", "load_module", "main", "plain_text", "run_command"]
+
+log = logging.getLogger(__name__)
+
+
+def find_run_config(checkpoint: str) -> str | None:
+    """The ``config.yaml`` ``slca fit`` saved for ``checkpoint`` (its folder or up to two
+    folders up), or None."""
+    folder = os.path.dirname(os.path.abspath(checkpoint))
+    for _ in range(3):
+        path = os.path.join(folder, "config.yaml")
+        if os.path.isfile(path):
+            return path
+        folder = os.path.dirname(folder)
+    return None
+
+
+def _instantiate(
+    config: str | None,
+    sections: Sequence[str],
+    overrides: dict[str, dict] | None = None,
+    trust: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Build the ``sections`` (``data``, ``model``) of a ``slca fit`` config (None: the
+    defaults), with ``overrides`` (section → init arguments) on top. With ``trust`` (a
+    config that came with a checkpoint), its class paths must lie under the trusted
+    prefixes, checked before anything is imported."""
+    from jsonargparse import ArgumentParser
+
+    from slca_lightning.rollout.datamodule import RolloutDataModule
+    from slca_lightning.training.module import SLCAGRPOModule
+
+    raw: dict[str, Any] = {}
+    if config is not None:
+        with open(config, encoding="utf-8-sig") as f:
+            raw = yaml.safe_load(f) or {}
+        if not isinstance(raw, dict):
+            raise ValueError(f"{config}: expected a mapping at the top level")
+    classes = {"data": RolloutDataModule, "model": SLCAGRPOModule}
+    given = {k: dict(raw.get(k) or {}) for k in sections}
+    if trust is not None:
+        check_class_paths(given, str(config), trust)
+    for k, extra in (overrides or {}).items():
+        given[k].update(extra)
+    parser = ArgumentParser(exit_on_error=False, allow_abbrev=False)
+    for name in sections:
+        parser.add_class_arguments(classes[name], name, fail_untyped=False)
+    try:
+        cfg = parser.parse_object(given)
+        validate_config(cfg, {k: classes[k] for k in sections})
+    except ConfigError:
+        raise
+    except Exception as err:
+        raise ValueError(
+            f"{config or 'defaults'}: bad {'/'.join(sections)} section: {err}"
+        ) from err
+    try:
+        build = getattr(parser, "instantiate", None) or parser.instantiate_classes  # < 4.49
+        init = build(cfg)
+        return {k: init[k] for k in sections}
+    except Exception as err:
+        raise ValueError(
+            f"{config or 'defaults'}: bad {'/'.join(sections)} section: {err}"
+        ) from err
+
+
+def load_module(
+    checkpoint: str | None,
+    model: str | None,
+    config: str | None,
+    trust: Sequence[str] = (),
+    config_from_checkpoint: bool = False,
+) -> Any:
+    """The configured module: rebuilt from ``checkpoint`` with its weights, or built for
+    ``model`` (with ``config``'s ``model:`` section when given).
+
+    The checkpoint is read weights-only and its class paths checked
+    (:func:`~slca_lightning.training.checkpoints.load_checkpoint`, ``trust`` = extra trusted
+    prefixes); ``config_from_checkpoint``: ``config`` is the one found beside the
+    checkpoint, so its class paths are checked too."""
+    if (checkpoint is None) == (model is None):
+        raise ValueError("give exactly one of --checkpoint and --model")
+    if checkpoint is not None:
+        ckpt = load_checkpoint(checkpoint, trust)
+        hparams = dict(ckpt.get("hyper_parameters") or {})
+        for key in ("_instantiator", "_class_path"):  # checked; the class is SLCAGRPOModule
+            hparams.pop(key, None)
+        from slca_lightning.training.module import SLCAGRPOModule
+
+        known = inspect.signature(SLCAGRPOModule.__init__).parameters
+        dropped = sorted(k for k in hparams if k not in known)
+        if dropped:  # a checkpoint of another version: settings this module no longer takes
+            log.warning("%s: ignoring stored hyper-parameters %s", checkpoint, dropped)
+            hparams = {k: v for k, v in hparams.items() if k in known}
+        # the config's model section (components), the checkpoint's settings on top; the
+        # policy only exists after configure_model, so the weights are loaded afterwards
+        module = _instantiate(
+            config, ["model"], {"model": hparams}, trust if config_from_checkpoint else None
+        )["model"]
+        module.configure_model()
+        module.on_load_checkpoint(ckpt)  # a reference left out of the file comes back here
+        module.load_state_dict(ckpt["state_dict"])
+    else:
+        module = _instantiate(config, ["model"], {"model": {"model": model}})["model"]
+        module.configure_model()
+    module.policy.eval()
+    return module
+
+
+def _parse_args(pairs: Sequence[str], evaluators: Sequence[str]) -> dict[str, dict[str, Any]]:
+    options: dict[str, dict[str, Any]] = {name: {} for name in evaluators}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        name, dot, option = key.partition(".")
+        if not sep or not dot or not option:
+            raise ValueError(f"--arg {pair!r}: expected <evaluator>.<option>=<value>")
+        if name not in options:
+            raise ValueError(f"--arg {pair!r}: {name!r} is not among --evaluators {evaluators}")
+        options[name][option] = yaml.safe_load(value)
+    return options
+
+
+def _clean(value: float) -> float | None:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`<]*?)\s*(?:<[^>]*>)?`")
+
+
+def plain_text(doc: str) -> str:
+    """A reST docstring as plain text for ``--help``: roles (``:mod:`x```) become their
+    target, double backquotes and literal-block ``::`` markers go."""
+
+    def role(m: re.Match) -> str:
+        target = m.group(2).strip()
+        return target.rsplit(".", 1)[-1] if m.group(1) else target
+
+    text = _ROLE.sub(role, doc)
+    text = text.replace("``", "")
+    text = re.sub(r"\n[ \t]*::[ \t]*\n", "\n", text)  # a lone "::" line
+    text = re.sub(r"[ \t]*::\n", ":\n", text)
+    return text.strip() + "\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="slca eval",
+        description=plain_text(__doc__ or ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", help="a slca fit checkpoint (.ckpt)")
+    src.add_argument(
+        "--model",
+        help="tiny | tiny-sft | suite-sft | smollm2-135m-instruct | a .gguf file | a local HF folder",
+    )
+    p.add_argument("--config", help="a slca fit YAML (data: and, with --model, model:)")
+    p.add_argument("--evaluators", default="in_domain", help="comma-separated names")
+    p.add_argument("--num-tasks", type=int, default=None, help="in_domain held-out tasks")
+    p.add_argument("--arg", action="append", default=[], help="<evaluator>.<option>=<value>")
+    p.add_argument("--out", default="eval", help="folder for the tables and summary.json")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads (default: OMP_NUM_THREADS, else the cores the load leaves free)",
+    )
+    add_trust_argument(p)
+    return p
+
+
+def add_trust_argument(parser: argparse.ArgumentParser) -> None:
+    """``--trust_class_prefix`` (repeatable), as ``slca eval`` and ``slca export`` take it."""
+    parser.add_argument(
+        "--trust_class_prefix",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="a package whose classes the checkpoint may name besides slca_lightning and "
+        "callbacks (repeatable); anything else in a checkpoint is refused",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the evaluators; write the tables, plots and ``summary.json``; return the summary."""
+    args = build_parser().parse_args(argv)
+    apply_threads(args.threads, where="slca eval")
+    names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
+    if not names:
+        raise SystemExit(f"--evaluators: no name given (known: {available_evaluators()})")
+    evaluators = {n: get_evaluator(n) for n in names}  # unknown names fail before loading
+    options = _parse_args(args.arg, names)
+    if args.num_tasks is not None and "in_domain" in options:
+        options["in_domain"].setdefault("num_tasks", args.num_tasks)
+    config = args.config
+    found = config is None and args.checkpoint is not None
+    if found:
+        config = find_run_config(args.checkpoint)
+        if config is None:
+            log.warning("no config.yaml beside %s: using the default data module", args.checkpoint)
+    trust = args.trust_class_prefix
+    module = load_module(args.checkpoint, args.model, config, trust, found)
+    datamodule = _instantiate(config, ["data"], trust=trust if found else None)["data"]
+    datamodule.connect(module.policy, module.tokenizer)
+    os.makedirs(args.out, exist_ok=True)
+    source = args.checkpoint or args.model
+    summary: dict[str, Any] = {
+        "source": source,
+        "config": config,
+        "metrics": {},
+        "seconds": {},
+        "plots": {},
+    }
+    for name, fn in evaluators.items():
+        t0 = time.perf_counter()
+        result = fn(EvalContext(module, datamodule, options[name], args.out))
+        summary["seconds"][name] = round(time.perf_counter() - t0, 3)
+        summary["metrics"][name] = {k: _clean(float(v)) for k, v in result.metrics.items()}
+        path = os.path.join(args.out, f"{name}.md")
+        with open(path, "w") as f:
+            f.write(f"# {name} ({source})\n\n{result.markdown}\n")
+        if result.bars:
+            png = os.path.join(args.out, f"{name}.png")
+            summary["plots"][name] = plot_bars(
+                result.bars, png, f"{name} ({os.path.basename(source)})", "rate"
+            )
+        print(f"\n{name}:\n{result.markdown}")
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    return summary
+
+
+def run_command(argv: Sequence[str] | None = None) -> None:
+    """:func:`main` as a command: a bad argument, file, config or checkpoint ends it with one
+    line on stderr (``slca: error: ...``) and exit status 2 (``SLCA_DEBUG=1``: the
+    traceback)."""
+    from slca_lightning.cli.errors import debug_enabled, one_line
+
+    try:
+        main(argv)
+    except (ValueError, FileNotFoundError) as err:
+        if debug_enabled():
+            raise
+        sys.stderr.write(f"slca: error: {one_line(str(err))}\n")
+        raise SystemExit(2) from None
+
+
+def script() -> None:
+    """Console entry (``python -m slca_lightning.eval``); returns None so the exit status is 0."""
+    run_command()

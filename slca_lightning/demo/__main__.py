@@ -1,0 +1,5 @@
+"""``python -m slca_lightning.demo``."""
+
+from slca_lightning.demo import main
+
+main()
