@@ -306,13 +306,21 @@ EMBED_END = "<!-- benchmarks table: end -->"
 
 
 def embed_table(path: Path, table_lines: list[str]) -> None:
-    """Replace the lines between the two markers of ``path`` with ``table_lines``."""
-    from experiments.readme_block import replace_block
+    """Replace the lines between the two markers of ``path`` with ``table_lines``.
 
-    try:
-        replace_block(path, EMBED_BEGIN, EMBED_END, "\n".join(table_lines))
-    except ValueError as exc:  # a script's error: one line, no traceback
-        raise SystemExit(str(exc)) from None
+    The markers and the text around them stay as they are, each marker on a line of its own;
+    a file without both markers, in that order, is a one-line error naming the file and the
+    marker (nothing is written).
+    """
+    text = path.read_text()
+    head, found, rest = text.partition(EMBED_BEGIN)
+    if not found:
+        raise SystemExit(f"{path}: no {EMBED_BEGIN!r} marker to replace the table after")
+    _, found, tail = rest.partition(EMBED_END)
+    if not found:
+        raise SystemExit(f"{path}: no {EMBED_END!r} marker after {EMBED_BEGIN!r}")
+    body = "\n".join(table_lines).rstrip("\n")
+    path.write_text(f"{head}{EMBED_BEGIN}\n{body}\n{EMBED_END}{tail}")
 
 
 if __name__ == "__main__":

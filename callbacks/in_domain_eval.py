@@ -61,7 +61,8 @@ class InDomainEval(Callback):
     """METHOD §8's in-domain metrics of the policy on the data module's held-out tasks.
 
     Each evaluation runs one greedy episode per held-out task (the first ``num_tasks``) with
-    the training caps and simulator (:func:`~slca_lightning.eval.in_domain.evaluate_in_domain`),
+    the training caps, simulator and tool-call format (``data.tool_format``: calls are read the
+    way the model writes them; :func:`~slca_lightning.eval.in_domain.evaluate_in_domain`),
     scores them with ``reward_head`` (default: the module's own), and
 
     - logs ``<prefix>/<metric>`` (``success@0.9``, ``name_f1``, ``arg_match``, ``process``,
@@ -85,7 +86,8 @@ class InDomainEval(Callback):
         prefix: logging prefix.
         filename: the Markdown table.
         plot_filename: the PNG (None: no plot).
-        verbose: print the table after each evaluation.
+        verbose: print the table after each evaluation, and the progress (tasks done,
+            time elapsed and left) on stderr while it runs.
         reward_head: scores the evaluated episodes (Success@τ reads its ``total``); None =
             the module's training reward head. Set it to evaluate with another judge than
             the one training sees (e.g. a noise-free judge when training on a noisy one).
@@ -152,6 +154,7 @@ class InDomainEval(Callback):
             dm,
             self.num_tasks,
             self.batch_size,
+            progress=self.verbose and trainer.is_global_zero,
             sync_on_compute=False,
         )
         if not result.metrics:

@@ -8,6 +8,7 @@ from callbacks.periodic_eval import PeriodicEval
 from slca_lightning.chat_backends.base import ChatBackend
 from slca_lightning.config.checks import check_args
 from slca_lightning.eval.tau2.evaluator import Tau2Evaluator
+from slca_lightning.eval.tool_format import resolve_tool_format, tool_format_of
 
 
 class Tau2Eval(PeriodicEval):
@@ -18,8 +19,11 @@ class Tau2Eval(PeriodicEval):
     validation (not during the sanity check). Scalars go to ``trainer.logger`` as
     ``<prefix>/tau2_<domain>/<key>`` (``pass1``, ``avg_reward``, ``db_match``, …); each
     domain's table to ``<log_dir or default_root_dir>/eval/tau2_<domain>.md`` (rank zero).
-    Every rank runs the same conversations (sharded models need all ranks to generate).
-    See :class:`~slca_lightning.eval.tau2.Tau2Evaluator` for the arguments.
+    Every rank runs the same conversations (sharded models need all ranks to generate);
+    rank zero reports progress on stderr. The agent's calls are read in the run's tool-call
+    format (``trainer.datamodule.tool_format``, i.e. ``data.tool_format``; hermes tags without
+    a data module) unless ``tool_format`` names one. See
+    :class:`~slca_lightning.eval.tau2.Tau2Evaluator` for the arguments.
 
     Args:
         domains: ``airline`` and/or ``retail``.
@@ -28,6 +32,9 @@ class Tau2Eval(PeriodicEval):
         judge: a ChatBackend for NL assertions (None: not judged, counted in the table).
         every_n_steps: evaluate when ``global_step % every_n_steps == 0`` (None: only at the
             end of fit and of validation).
+        tool_format: how the model writes its calls (``hermes``, ``json``, ``llama3_json``,
+            a class path …; see :func:`~slca_lightning.eval.tool_format.resolve_tool_format`);
+            None: the data module's.
         prefix: logging prefix.
     """
 
@@ -47,6 +54,7 @@ class Tau2Eval(PeriodicEval):
         tool_prompt: str = "template",
         include_policy: bool = True,
         max_context_tokens: int | None = None,
+        tool_format: str | None = None,
         prefix: str = "eval",
     ) -> None:
         check_args(Tau2Eval, locals())
@@ -70,11 +78,19 @@ class Tau2Eval(PeriodicEval):
             for d in domains
         }
         self.prefix = prefix
+        self.tool_format = None if tool_format is None else resolve_tool_format(tool_format)
 
     def measure(self, trainer, pl_module) -> dict[str, float]:
-        """Run every domain on ``pl_module.policy``; write the tables, return the scalars."""
+        """Run every domain on ``pl_module.policy`` (calls read in the run's tool-call
+        format); write the tables, return the scalars."""
+        fmt = self.tool_format
+        if fmt is None:
+            fmt = tool_format_of(getattr(trainer, "datamodule", None))
+        fmt = resolve_tool_format(fmt)
         metrics: dict[str, float] = {}
         for name, evaluator in self.evaluators.items():
+            evaluator.tool_format = fmt
+            evaluator.progress = bool(trainer.is_global_zero)
             report = evaluator.evaluate(pl_module)
             metrics.update(
                 {f"{self.prefix}/tau2_{name}/{k}": v for k, v in report.summary().items()}

@@ -17,30 +17,21 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from experiments.credit_assignment.checks import (  # noqa: F401  (importable from here)
-    ROUTERS,
+from experiments.credit_assignment.checks import (
     constant_channels,
     noise_invariance,
-    router_channels,
     warm_start_table,
 )
-from experiments.credit_assignment.summary import (  # noqa: F401  (importable from here)
-    EVAL,
+from experiments.credit_assignment.summary import (
     FINAL,
     LABEL,
     ORDER,
     ci95,
     grouped,
     interval_stats,
-    load_runs,
     min_detectable,
     paired,
-    parse_float,
     pm,
-    read_metrics,
-    run_summary,
-    series,
-    third_means,
 )
 
 

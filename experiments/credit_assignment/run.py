@@ -31,13 +31,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))  # run as a script
 
-import report  # noqa: E402
+from experiments.credit_assignment import report  # noqa: E402
+from experiments.credit_assignment.checks import ROUTERS  # noqa: E402
+from experiments.credit_assignment.summary import load_runs  # noqa: E402
 
 #: The estimators of METHOD §5, each one ``model.router`` line.
-METHODS = report.ROUTERS
+METHODS = ROUTERS
 
 
 #: ``base.yaml``: its InDomainEval entry (held-out episodes scored with the judge's
@@ -334,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     elif not args.report_only:
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"command": command, "wall_seconds": round(wall, 1)}))
-    runs = report.load_runs([j.folder for j in jobs])
+    runs = load_runs([j.folder for j in jobs])
     text = report.write_report(
         runs,
         out=args.out,

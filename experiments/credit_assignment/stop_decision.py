@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    from experiments.learning.passk import config_policy
+    from experiments.common import config_policy
     from slca_lightning.eval.in_domain import greedy_loop
 
     t0 = time.perf_counter()

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import torch
 
+from experiments.common import config_policy
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -62,33 +64,6 @@ def summarise(rows: list[dict], k: int) -> dict:
         out[f"pass@{j}"] = sum(pass_at(k, r["correct"], j) for r in rows) / n
     out["headroom"] = out[f"pass@{k}"] - out["greedy_exact"]
     return out
-
-
-def config_policy(config: str, seed: int, checkpoint: str | None = None, model: str | None = None):
-    """A config's CLI objects (not run) and its policy in eval mode with its tokenizer.
-
-    Args:
-        config: the ``slca fit`` YAML.
-        seed: ``seed_everything``.
-        checkpoint: an RL checkpoint whose policy weights replace the config's model.
-        model: overrides the config's ``model:`` (a source name or folder).
-
-    Returns:
-        ``(cli, policy, tokenizer)``.
-    """
-    from slca_lightning.cli.commands import main as cli_main
-
-    cli_args = ["--config", config, f"--seed_everything={seed}"]
-    if model:
-        cli_args.append(f"--model.model={model}")
-    cli = cli_main(cli_args, run=False)
-    module = cli.model
-    module.configure_model()
-    if checkpoint:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
-        weights = {k[len("policy.") :]: v for k, v in state.items() if k.startswith("policy.")}
-        module.policy.load_state_dict(weights, strict=True)
-    return cli, module.policy.eval(), module.tokenizer
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,9 @@
-"""REPORT.md of the learning experiment, from the runs' ``result.json`` files alone."""
+"""REPORT.md of the learning experiment, from the runs' ``result.json`` files alone.
+
+The two held-out transcripts at its end come from the first RL run's saved episodes
+(``logs/version_*/in_domain_episodes/step_<k>.jsonl``), which are not committed: where they
+are absent the report says so and how to regenerate them, and keeps every table.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import json
 import math
 from pathlib import Path
 
-from experiments.readme_block import replace_block
+from experiments.common import replace_block
 
 COLS = ("tool_accuracy", "success@0.9", "name_f1", "arg_match", "process")
 COLS += ("tool_calls_per_episode", "reference/summary")
@@ -33,16 +38,21 @@ def _table(rows: list[tuple[str, dict]], cols: tuple[str, ...] = COLS) -> list[s
     return lines
 
 
-def _transcripts(folder: Path, step_before: int, step_after: int) -> list[str]:
+def _episodes(folder: Path, step: int) -> list[dict] | None:
+    """The held-out episodes a run saved at ``step``, or None when they are not on disk."""
+    found = sorted(folder.glob(f"logs/version_*/in_domain_episodes/step_{step}.jsonl"))
+    if not found:
+        return None
+    return [json.loads(line) for line in found[-1].read_text().splitlines() if line.strip()]
+
+
+def _transcripts(folder: Path, step_before: int, step_after: int) -> list[str] | None:
     """One tool task (the first the RL policy got exactly right and the start did not, else
-    the first tool task) and one abstention, before and after RL."""
-    files = {s: folder / "logs" for s in (step_before, step_after)}
-    rows = {}
-    for step in (step_before, step_after):
-        found = sorted(files[step].glob(f"version_*/in_domain_episodes/step_{step}.jsonl"))
-        if not found:
-            return []
-        rows[step] = [json.loads(line) for line in found[-1].read_text().splitlines()]
+    the first tool task) and one abstention, before and after RL; None when the run's saved
+    episodes of either step are absent."""
+    rows = {step: _episodes(folder, step) for step in (step_before, step_after)}
+    if any(r is None for r in rows.values()):
+        return None
     before, after = rows[step_before], rows[step_after]
     pick = next(
         (
@@ -71,6 +81,21 @@ def _transcripts(folder: Path, step_before: int, step_after: int) -> list[str]:
             out.append("```")
         out.append("")
     return out
+
+
+def _no_transcripts(folder: Path, root: Path, run: dict) -> list[str]:
+    """What the report says in place of the transcripts when the episodes are absent."""
+    where = folder.relative_to(root) if folder.is_relative_to(root) else folder
+    steps = f"step_{run['before_step']}.jsonl` and `step_{run['after_step']}.jsonl"
+    return [
+        "Transcripts are not kept in the repository. The run writes its held-out episodes "
+        f"(`{where}/logs/version_0/in_domain_episodes/{steps}`) when it trains; to regenerate "
+        f"them and this section, delete `{where}/` (a finished run is never redone) and rerun "
+        "the command that made these runs (`python experiments/learning/run.py` with the same "
+        "`--config`, `--runs` and `--seeds`): the run is trained again and its figures "
+        "rewritten.",
+        "",
+    ]
 
 
 def render(runs: Path, root: Path) -> str:
@@ -131,10 +156,9 @@ def render(runs: Path, root: Path) -> str:
         first = rl[0]
         folder = runs / first["name"]
         tx = _transcripts(folder, first["before_step"], first["after_step"])
-        if tx:
-            lines.append(f"## Held-out transcripts ({first['name']})")
-            lines.append("")
-            lines += tx
+        lines.append(f"## Held-out transcripts ({first['name']})")
+        lines.append("")
+        lines += tx if tx is not None else _no_transcripts(folder, root, first)
     return "\n".join(lines) + "\n"
 
 

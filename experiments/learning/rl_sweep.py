@@ -128,7 +128,7 @@ def build_config(name: str, seed: int, folder: Path, args) -> dict:
 
 def summarize(name: str, seed: int, folder: Path, wall: float) -> dict:
     """One JSON-able record of a finished run read from its metrics.csv."""
-    from experiments.learning.run import read_metrics
+    from experiments.common import read_metrics
 
     train, evals = read_metrics(folder)
 
@@ -215,7 +215,7 @@ def launch(name: str, seed: int, args) -> tuple[subprocess.Popen, Path, float]:
     (folder / "config.yaml").write_text(
         yaml.safe_dump(build_config(name, seed, folder, args), sort_keys=False)
     )
-    from experiments.learning.run import child_command
+    from experiments.common import child_command
 
     argv = ["slca_lightning.cli.commands", "fit", "--config", str(folder / "config.yaml")]
     log_path = folder / "fit.log"

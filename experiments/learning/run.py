@@ -13,22 +13,26 @@ time, peak RSS, torch threads and load average are recorded; then the control: t
 warm start trained by SFT for RL's measured wall time (``control.py``), evaluated on the
 same 64 held-out tasks. Every run writes ``experiments/learning/results/<name>/result.json`` (committed); a finished run is
 never redone (delete its folder to rerun it). ``REPORT.md`` gathers the tables, the gains
-and two held-out transcripts before and after RL (a tool task and an abstention).
+and two held-out transcripts before and after RL (a tool task and an abstention) when the
+first run's ``in_domain_episodes/`` are on disk (they are not committed: rerunning that
+run writes them). ``--report-only`` rebuilds ``REPORT.md`` from the ``result.json`` files
+and runs nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script
+
+from experiments.common import child, read_metrics  # noqa: E402
+
 CONFIG = ROOT / "configs" / "quickstart.yaml"
 METRICS = ("tool_accuracy", "success@0.9", "name_f1", "arg_match", "process")
 METRICS += ("tool_calls_per_episode", "reference/summary", "reference/success@0.9")
@@ -41,23 +45,6 @@ def provenance(threads: int) -> dict:
     from slca_lightning.cli.provenance import provenance as record
 
     return {**record(), "threads": threads}
-
-
-def child_command(argv: list[str], threads: int) -> dict:
-    """``subprocess`` keyword arguments that run ``argv`` (a python module and its args) with
-    ``threads`` torch threads from the repository root; the child prints ``PEAK_RSS_KB``."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
-    code = (
-        "import resource, runpy, sys, json, torch; "
-        f"torch.set_num_threads({threads}); "
-        f"sys.argv = {argv!r}; "
-        "rc = 0\n"
-        "try:\n    runpy.run_module(sys.argv[0], run_name='__main__')\n"
-        "except SystemExit as e:\n    rc = e.code or 0\n"
-        "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
-        "sys.exit(rc)"
-    )
-    return {"args": [sys.executable, "-c", code], "env": env, "cwd": ROOT}
 
 
 def run_config(seed: int, folder: Path, config: Path = CONFIG) -> dict:
@@ -113,30 +100,6 @@ def merged_config(configs: list[Path], runs: Path) -> Path:
         + yaml.safe_dump(cfg, sort_keys=False)
     )
     return out
-
-
-def child(argv: list[str], log: Path, threads: int) -> dict:
-    """Run ``argv`` (a python module and args) in a child; its wall time and peak RSS."""
-    t0 = time.perf_counter()
-    with open(log, "w") as fh:
-        proc = subprocess.run(**child_command(argv, threads), stdout=fh, stderr=subprocess.STDOUT)
-    wall = time.perf_counter() - t0
-    peak = 0
-    for line in log.read_text(errors="replace").splitlines():
-        if line.startswith("PEAK_RSS_KB"):
-            peak = int(line.split()[1])
-    if proc.returncode:
-        raise RuntimeError(f"{argv[0]} failed (exit {proc.returncode}); see {log}")
-    return {"wall_s": round(wall, 1), "peak_rss_gb": round(peak / 2**20, 2)}
-
-
-def read_metrics(folder: Path) -> tuple[list[dict], list[dict]]:
-    """(training-step rows, in-domain evaluation rows) of a run's metrics.csv."""
-    (path,) = sorted(folder.glob("logs/version_*/metrics.csv"))[-1:]
-    rows = list(csv.DictReader(path.open()))
-    train = [r for r in rows if r.get("reward/total")]
-    evals = [r for r in rows if r.get("eval/in_domain/tool_accuracy")]
-    return train, evals
 
 
 def _mean(rows: list[dict], key: str) -> float:
@@ -216,6 +179,22 @@ def control_run(seed: int, seconds: float, args, runs: Path) -> dict:
     return result
 
 
+def train(args, runs: Path) -> None:
+    """Each seed's RL run and, unless ``--no-control``, its control (finished ones are read)."""
+    for seed in args.seeds:
+        rl = rl_run(seed, args, runs)
+        print(
+            f"seed {seed}: RL {rl['wall_s']:.0f}s, tool accuracy {rl['before'].get('tool_accuracy'):.3f} -> {rl['after'].get('tool_accuracy'):.3f}",
+            flush=True,
+        )
+        if not args.no_control:
+            ctl = control_run(seed, rl["rl_seconds"], args, runs)
+            print(
+                f"seed {seed}: control {ctl['wall_s']:.0f}s, tool accuracy -> {ctl['metrics'].get('tool_accuracy'):.3f}",
+                flush=True,
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
@@ -232,22 +211,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", default=str(HERE / "results"))
     p.add_argument("--out", default=str(HERE / "REPORT.md"))
     p.add_argument("--embed", default=None, help="also rewrite the README's learning block")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rebuild --out (and --embed) from the result.json files in --runs; run nothing",
+    )
     args = p.parse_args(argv)
     runs = Path(args.runs)
-    runs.mkdir(parents=True, exist_ok=True)
-    args.config = merged_config([Path(c) for c in args.config], runs)
-    for seed in args.seeds:
-        rl = rl_run(seed, args, runs)
-        print(
-            f"seed {seed}: RL {rl['wall_s']:.0f}s, tool accuracy {rl['before'].get('tool_accuracy'):.3f} -> {rl['after'].get('tool_accuracy'):.3f}",
-            flush=True,
-        )
-        if not args.no_control:
-            ctl = control_run(seed, rl["rl_seconds"], args, runs)
-            print(
-                f"seed {seed}: control {ctl['wall_s']:.0f}s, tool accuracy -> {ctl['metrics'].get('tool_accuracy'):.3f}",
-                flush=True,
-            )
+    if args.report_only:
+        if not runs.is_dir():
+            p.error(f"--report-only: no runs folder {runs}")
+    else:
+        runs.mkdir(parents=True, exist_ok=True)
+        args.config = merged_config([Path(c) for c in args.config], runs)
+        train(args, runs)
     from experiments.learning import report
 
     Path(args.out).write_text(report.render(runs, ROOT))
@@ -259,5 +236,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     sys.exit(main())

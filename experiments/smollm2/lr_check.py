@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
-from experiments.readme_block import replace_block
+from experiments.common import replace_block
 
 #: The README block this check writes (``--embed README.md``).
 BEGIN, END = "<!-- lr check: begin -->", "<!-- lr check: end -->"

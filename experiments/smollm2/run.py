@@ -37,8 +37,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
-from experiments.learning.run import child, read_metrics  # noqa: E402
-from experiments.readme_block import replace_block  # noqa: E402
+from experiments.common import child, read_metrics, replace_block  # noqa: E402
 
 COLUMNS = (
     "tool_accuracy",

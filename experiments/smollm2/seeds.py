@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
 
-from experiments.readme_block import replace_block
+from experiments.common import replace_block
 
 __all__ = ["embed", "mcnemar_p", "paired_flips", "summarize"]
 

@@ -4,7 +4,6 @@ a command runs, so that ``slca fit --help`` served from its cache never imports 
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 from typing import Any
@@ -26,11 +25,17 @@ class SLCAArgumentParser(LightningArgumentParser):
     off (or ``SLCA_DEBUG=1``) errors are raised as jsonargparse does.
     """
 
+    #: the command line being parsed (set by :class:`SLCACLI`), read by the error messages
+    argv: tuple[str, ...] = ()
+
     def error(self, message: str, ex: Exception | None = None):
         if not self.exit_on_error or debug_enabled():
             return super().error(message, ex)
         self._logger.error(message)
-        sys.stderr.write(f"slca: error: {one_line(message)}\n")
+        from slca_lightning.cli.parse_errors import explain
+
+        better = explain(one_line(message, limit=4000), self, self.argv)
+        sys.stderr.write(f"slca: error: {one_line(better, limit=1000)}\n")
         sys.exit(2)
 
 
@@ -39,27 +44,36 @@ class SLCACLI(LightningCLI):
     every numeric setting range-checked before anything is built, one-line errors, and
     ``--ckpt_path`` checkpoints loaded without running code from them."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, prog: str = "slca fit", **kwargs: Any) -> None:
         kwargs.setdefault("parser_class", SLCAArgumentParser)
+        kwargs.setdefault("parser_kwargs", {}).setdefault("prog", prog)
+        self.prog = prog
         argv = kwargs.get("args")
-        argv = sys.argv[1:] if argv is None else argv
-        every = LightningCLI.subcommands()
-        if isinstance(argv, (list, tuple)) and argv and argv[0] in every:
-            # build the parser of the requested subcommand only (a quarter of the work)
-            only = {argv[0]: every[argv[0]]}
-            self.subcommands = lambda: only  # type: ignore[method-assign]
+        self._argv = (
+            [str(a) for a in (sys.argv[1:] if argv is None else argv)]
+            if not isinstance(argv, dict)
+            else []
+        )
         super().__init__(*args, **kwargs)
+
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        """``fit`` only: the module has no validation, test or predict step (the held-out
+        evaluation runs inside fit and as ``slca eval``)."""
+        return {"fit": LightningCLI.subcommands()["fit"]}
+
+    def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: Any) -> None:
+        super()._add_subcommands(parser, **kwargs)
+        for sub in self._subcommand_parsers.values():
+            sub.prog = self.prog  # "slca fit" / "slca sft", not "slca [options] fit"
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         kwargs.setdefault("allow_abbrev", False)
-        return super().init_parser(**kwargs)
+        parser = super().init_parser(**kwargs)
+        parser.argv = tuple(self._argv)
+        return parser
 
     def add_arguments_to_parser(self, parser) -> None:
-        if (
-            self.model_class is not None
-            and "temperature" in inspect.signature(self.model_class.__init__).parameters
-        ):
-            parser.link_arguments("model.temperature", "data.temperature")
         parser.add_argument(
             "--threads",
             type=int | None,
@@ -128,7 +142,12 @@ class SLCACLI(LightningCLI):
         except ValueError as err:  # a constructor refusing a setting: a config error too
             if debug_enabled():
                 raise
-            raise ConfigError("config", one_line(str(err))) from err
+            from slca_lightning.cli.parse_errors import explain
+
+            better = explain(one_line(str(err), limit=4000), self.parser, self._argv)
+            if better.startswith("trainer.logger:"):  # says its own key
+                raise ConfigError(*better.split(": ", 1)) from err
+            raise ConfigError("config", one_line(better)) from err
 
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list) -> Any:
         """Lightning's trainer, with :class:`~slca_lightning.cli.console.StepProgressBar` (one

@@ -18,37 +18,55 @@ by ``--help`` only. ``SLCA_DEBUG=1`` shows the traceback instead.
 paths stored in them must lie under ``slca_lightning`` or ``callbacks`` or a prefix given
 with ``--trust_class_prefix`` (:mod:`slca_lightning.training.checkpoints`).
 
-This module imports no Lightning at load time: the classes live in
-:mod:`slca_lightning.cli.app`, and the text of ``slca fit --help`` (and ``slca --help``) is
-kept in ``$SLCA_CACHE/help/`` keyed by the versions of Python and the libraries, the
-source files of ``slca_lightning`` and ``callbacks`` and the terminal width, so a repeated
-``--help`` prints at once (importing Lightning alone takes several seconds).
+This module imports no Lightning at load time: ``slca`` and ``slca --help`` print the list of
+commands at once, the classes live in :mod:`slca_lightning.cli.app`, and ``slca fit --help``
+is served from a cache (:mod:`slca_lightning.cli.help_cache`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
-import importlib.util
-import io
-import os
+import difflib
 import sys
-import tempfile
 from typing import Any
 
 from slca_lightning.cli.errors import debug_enabled, one_line
+from slca_lightning.cli.help_cache import serve_help
 from slca_lightning.config.checks import ConfigError
-from slca_lightning.models.cached_folders import default_cache_dir
 from slca_lightning.training.checkpoints import UntrustedCheckpointError
 
-__all__ = [
-    "ConfigError",
-    "help_cache_path",
-    "main",
-    "one_line",
-    "script",
-    "sft",
-]
+__all__ = ["COMMANDS", "main", "overview", "script", "sft"]
+
+#: Every ``slca`` subcommand and what it does, in the order a newcomer meets them.
+COMMANDS: dict[str, str] = {
+    "fit": "train a policy with SLCA-GRPO or any other router (configs/quickstart.yaml to start)",
+    "sft": "supervised warm start of any model on tool-calling demonstrations (HF folder out)",
+    "eval": "run evaluators (in-domain, BFCL, τ²) on a checkpoint or a model, standalone",
+    "export": "write a fit checkpoint's policy as a Hugging Face folder (LoRA merged)",
+    "warm-start": "retrain a shipped warm start by its recipe (suite-sft, suite-pooled-sft)",
+}
+#: Lightning's other subcommands, and where what they would do lives here.
+_REMOVED = {
+    "validate": "the held-out evaluation runs inside fit (callbacks.InDomainEval) and "
+    "standalone as `slca eval --checkpoint CKPT --evaluators in_domain`",
+    "test": "evaluation is `slca eval` (in_domain, bfcl, tau2)",
+    "predict": "rollouts of a trained policy are written by `slca eval` and by fit's callbacks",
+}
+
+
+def overview() -> str:
+    """What ``slca`` and ``slca --help`` print: every subcommand with one line each."""
+    width = max(map(len, COMMANDS))
+    lines = [
+        "usage: slca COMMAND [options]   (slca COMMAND --help for its options)",
+        "",
+        "SLCA-GRPO: segment-locked credit assignment for RL fine-tuning of tool-calling agents.",
+        "",
+        "commands:",
+        *(f"  {name:<{width}}  {text}" for name, text in COMMANDS.items()),
+        "",
+        "start with:  slca fit --config configs/quickstart.yaml",
+    ]
+    return "\n".join(lines)
 
 
 def main(args: list[str] | None = None, run: bool = True) -> Any:
@@ -57,7 +75,7 @@ def main(args: list[str] | None = None, run: bool = True) -> Any:
     from slca_lightning.rollout.datamodule import RolloutDataModule
     from slca_lightning.training.module import SLCAGRPOModule
 
-    return _cli(SLCAGRPOModule, RolloutDataModule, args, run)
+    return _cli(SLCAGRPOModule, RolloutDataModule, args, run, "slca fit")
 
 
 def sft(args: list[str] | None = None, run: bool = True) -> Any:
@@ -68,10 +86,12 @@ def sft(args: list[str] | None = None, run: bool = True) -> Any:
     from slca_lightning.models.sft import SFTDataModule, SFTModule
 
     args = list(sys.argv[2:] if args is None else args)
-    return _cli(SFTModule, SFTDataModule, ["fit", *args] if run else args, run)
+    return _cli(SFTModule, SFTDataModule, ["fit", *args] if run else args, run, "slca sft")
 
 
-def _cli(module_class: type, datamodule_class: type, args: list[str] | None, run: bool) -> Any:
+def _cli(
+    module_class: type, datamodule_class: type, args: list[str] | None, run: bool, prog: str
+) -> Any:
     """:class:`~slca_lightning.cli.app.SLCACLI` over the two classes; the run's thread count
     (``--threads``) ends with it, so callers in-process keep theirs."""
     import torch
@@ -88,109 +108,32 @@ def _cli(module_class: type, datamodule_class: type, args: list[str] | None, run
             args=args,
             run=run,
             save_config_kwargs={"overwrite": True},
+            prog=prog,
         )
     finally:
         torch.set_num_threads(threads)
 
 
-# -- the help cache -------------------------------------------------------------------------
-_HELP_ARGV = (["--help"], ["-h"], ["fit", "--help"], ["fit", "-h"])
-_LIBRARIES = ("lightning", "jsonargparse", "torch", "transformers", "peft", "docstring-parser")
-
-
-def help_cache_path(argv: list[str]) -> str | None:
-    """Where the text of ``slca <argv>`` is cached, or None when that command is not a plain
-    ``--help`` (a ``--config`` changes the defaults shown, so it is never cached)."""
-    if list(argv) not in _HELP_ARGV:
-        return None
-    prog = os.path.basename(sys.argv[0]) if sys.argv else ""
-    parts = [sys.version, sys.executable, prog, " ".join(argv), os.environ.get("COLUMNS", "")]
-    try:
-        parts.append(str(os.get_terminal_size(sys.__stdout__.fileno()).columns))
-    except (OSError, ValueError, AttributeError):
-        parts.append("-")
-    for lib in _LIBRARIES:
-        try:
-            parts.append(f"{lib}={importlib.metadata.version(lib)}")
-        except importlib.metadata.PackageNotFoundError:
-            parts.append(f"{lib}=-")
-    for package in ("slca_lightning", "callbacks"):
-        spec = importlib.util.find_spec(package)
-        for folder in (spec and spec.submodule_search_locations) or []:
-            for root, dirs, files in os.walk(folder):
-                dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-                for name in sorted(files):
-                    if name.endswith(".py"):
-                        st = os.stat(os.path.join(root, name))
-                        parts.append(f"{os.path.join(root, name)}:{st.st_size}:{st.st_mtime_ns}")
-    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
-    return os.path.join(default_cache_dir(), "help", f"{digest}.txt")
-
-
-class _Tee(io.TextIOBase):
-    """Writes go to ``stream`` and are kept (the help text, to cache it)."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream, self.parts = stream, []
-
-    def write(self, text: str) -> int:
-        self.parts.append(text)
-        return self.stream.write(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)
-
-
-def _store(path: str, text: str) -> None:
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError:  # a read-only cache only costs the speed-up
-        pass
-
-
-def _help(argv: list[str]) -> bool:
-    """Serve ``slca [fit] --help`` from the cache, or run it and cache its text; False when
-    ``argv`` is not such a command."""
-    path = help_cache_path(argv)
-    if path is None:
-        return False
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as fh:
-            sys.stdout.write(fh.read())
-        sys.stdout.flush()
-        return True
-    tee, real = _Tee(sys.stdout), sys.stdout
-    sys.stdout = tee
-    try:
-        main(argv)
-    except SystemExit as done:
-        if done.code not in (0, None):
-            raise
-        _store(path, "".join(tee.parts))
-    finally:
-        sys.stdout = real
-    return True
-
-
 def script() -> None:
-    """The ``slca`` console script: runs :func:`main`, exits 0 on success, 2 with one line
-    on stderr for a configuration error, an untrusted checkpoint or a malformed task file
-    (``SLCA_DEBUG=1`` shows the traceback instead).
-
-    ``slca eval ...`` goes to :mod:`slca_lightning.cli.evaluate` instead (evaluators on a
-    checkpoint or a model). (Returning the CLI object from a console-script entry point
-    would make ``sys.exit`` print it and exit with status 1.)
+    """The ``slca`` console script: dispatches to the subcommand of :data:`COMMANDS`, exits 0
+    on success, 2 with one line on stderr for a configuration error, an untrusted checkpoint
+    or a malformed task file (``SLCA_DEBUG=1`` shows the traceback instead). ``slca`` alone
+    and ``slca --help`` print :func:`overview`. (Returning the CLI object from a
+    console-script entry point would make ``sys.exit`` print it and exit with status 1.)
     """
     argv = sys.argv[1:]
-    if argv[:1] == ["sft"]:
-        _user_errors(lambda: sft(argv[1:]))
+    if not argv or argv[0] in ("-h", "--help"):
+        print(overview())
+        return
+    command = argv[0]
+    if command not in COMMANDS:
+        sys.stderr.write(f"slca: error: {unknown_command(command)}\n")
+        raise SystemExit(2)
+    if command == "fit":
+        _user_errors(lambda: serve_help(argv, lambda: main(argv)) or main(argv))
+        return
+    if command == "sft":
+        _user_errors(lambda: serve_help(argv, lambda: sft(argv[1:])) or sft(argv[1:]))
         return
     if argv[:1] == ["export"]:
         from slca_lightning.cli.export import main as export
@@ -207,7 +150,18 @@ def script() -> None:
 
         run_command(argv[1:])
         return
-    _user_errors(lambda: _help(argv) or main())
+
+
+def unknown_command(command: str) -> str:
+    """The one-line error for ``slca COMMAND`` when COMMAND is not a subcommand."""
+    known = ", ".join(COMMANDS)
+    if command in _REMOVED:
+        return f"there is no `slca {command}`: {_REMOVED[command]} (commands: {known})"
+    if command.startswith("-"):
+        return f"put a command first, e.g. `slca fit {command} ...` (commands: {known})"
+    close = difflib.get_close_matches(command, list(COMMANDS), n=1)
+    hint = f"did you mean `slca {close[0]}`? " if close else ""
+    return f"unknown command {command!r}; {hint}commands: {known}"
 
 
 def _user_errors(run: Any) -> None:

@@ -21,6 +21,13 @@ per-category accuracy and overall, τ²'s Pass^k); ``<out>/summary.json`` holds 
 :mod:`slca_lightning.eval.registry`; options reach them as ``--arg <name>.<key>=<value>``
 (the value read as YAML).
 
+Every evaluator reads the model's calls in the run's tool-call format: the config's
+``data.tool_format`` (the run's ``config.yaml`` beside a checkpoint), or ``--tool-format``
+(``hermes``, ``json``, ``llama3_json``, ``mistral``, ``template:<name>`` or a
+``ToolCallFormat`` class path), which replaces it; ``summary.json`` names the one used. While
+an evaluator runs, its progress (entries done of the total, time elapsed and left) goes to
+stderr.
+
 Checkpoints are read with ``torch.load(weights_only=True)``, and every component class path
 in the checkpoint's hyper-parameters (and in a ``config.yaml`` found beside it) must lie
 under ``slca_lightning`` or ``callbacks`` or a prefix given with ``--trust_class_prefix``
@@ -47,6 +54,7 @@ from slca_lightning.cli.threads import apply_threads
 from slca_lightning.config.checks import ConfigError, validate_config
 from slca_lightning.eval.plots import plot_bars
 from slca_lightning.eval.registry import EvalContext, available_evaluators, get_evaluator
+from slca_lightning.eval.tool_format import format_name, resolve_tool_format
 from slca_lightning.training.checkpoints import check_class_paths, load_checkpoint
 
 __all__ = ["build_parser", "find_run_config", "load_module", "main", "plain_text", "run_command"]
@@ -211,6 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arg", action="append", default=[], help="<evaluator>.<option>=<value>")
     p.add_argument("--out", default="eval", help="folder for the tables and summary.json")
     p.add_argument(
+        "--tool-format",
+        default=None,
+        help="how the model writes its calls, replacing the config's data.tool_format: "
+        "hermes | json | llama3_json | mistral | template:<name> | a ToolCallFormat class path",
+    )
+    p.add_argument(
         "--threads",
         type=int,
         default=None,
@@ -241,6 +255,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"--evaluators: no name given (known: {available_evaluators()})")
     evaluators = {n: get_evaluator(n) for n in names}  # unknown names fail before loading
     options = _parse_args(args.arg, names)
+    tool_format = None if args.tool_format is None else resolve_tool_format(args.tool_format)
     if args.num_tasks is not None and "in_domain" in options:
         options["in_domain"].setdefault("num_tasks", args.num_tasks)
     config = args.config
@@ -252,12 +267,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     trust = args.trust_class_prefix
     module = load_module(args.checkpoint, args.model, config, trust, found)
     datamodule = _instantiate(config, ["data"], trust=trust if found else None)["data"]
-    datamodule.connect(module.policy, module.tokenizer)
+    if tool_format is not None:  # before connect(): the agent loop takes it from there
+        tool_format.check_turn_end(datamodule.turn_end)
+        datamodule.tool_format = tool_format
+    datamodule.connect(module.policy, module.tokenizer, module.hparams.get("temperature"))
     os.makedirs(args.out, exist_ok=True)
     source = args.checkpoint or args.model
     summary: dict[str, Any] = {
         "source": source,
         "config": config,
+        "tool_format": format_name(datamodule.tool_format),
         "metrics": {},
         "seconds": {},
         "plots": {},

@@ -185,7 +185,6 @@ RANGES: dict[str, dict[str, Range]] = {
         "max_new_tokens": COUNT,
         "max_response_tokens": COUNT,
         "max_tool_response_tokens": COUNT,
-        "temperature": SAMPLING_TEMPERATURE,
         "top_p": Range("float", 0, 1, lo_open=True),
         "seed": SEED,
         "max_env_error_rate": Range("float", 0, 1, none=True),

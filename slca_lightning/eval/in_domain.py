@@ -1,10 +1,13 @@
 """In-domain evaluation (METHOD §8): greedy episodes on the held-out tasks of a data module.
 
 :func:`evaluate_in_domain` runs one greedy (temperature 0) episode per held-out task with
-the data module's agent-loop caps and tool simulator, scores them with the module's reward
-head and returns the :class:`~slca_lightning.eval.metrics.EpisodeMetrics` values (Name F1,
+the data module's agent-loop caps, tool simulator and tool-call format (``data.tool_format``:
+each turn's calls are read the way the model writes them), scores them with the module's
+reward head and returns the :class:`~slca_lightning.eval.metrics.EpisodeMetrics` values (Name F1,
 ArgMatch, Process, Success@τ, validity, calls/turns/tokens per episode, redundancy).
 :func:`markdown_rows` writes evaluations as a Markdown table, one row per evaluation.
+While it runs, tasks done of the total, time elapsed and left go to stderr
+(:func:`~slca_lightning.eval.progress.progress`, one update per batch of episodes).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slca_lightning.eval.metrics import EpisodeMetrics
+from slca_lightning.eval.progress import progress as report_progress
 from slca_lightning.models.fsdp import rollout_weights
 from slca_lightning.rollout.agent_loop import AgentLoop
 from slca_lightning.rollout.hf_engine import HFEngine
@@ -49,7 +53,8 @@ class InDomainResult:
 
 
 def greedy_loop(datamodule: Any, policy: Any, tokenizer: Any, batch_size: int = 32) -> AgentLoop:
-    """An agent loop with ``datamodule``'s caps and simulator, sampling greedily from ``policy``."""
+    """An agent loop with ``datamodule``'s caps, simulator and tool-call format, sampling
+    greedily from ``policy``."""
     if getattr(datamodule, "loop", None) is None:
         datamodule.connect(policy, tokenizer)
     loop = datamodule.loop
@@ -74,6 +79,7 @@ def evaluate_in_domain(
     datamodule: Any,
     num_tasks: int | None = 32,
     batch_size: int = 32,
+    progress: bool = True,
     **metric_kwargs: Any,
 ) -> InDomainResult:
     """Greedy episodes on the first ``num_tasks`` held-out tasks (None: all), scored.
@@ -85,6 +91,7 @@ def evaluate_in_domain(
             caps, simulator; connected here when it is not yet).
         num_tasks: held-out tasks evaluated, one episode each.
         batch_size: episodes generated together.
+        progress: report tasks done, time elapsed and left on stderr while running.
         metric_kwargs: passed to :class:`EpisodeMetrics` (e.g. ``sync_on_compute=False``).
 
     Returns:
@@ -102,12 +109,16 @@ def evaluate_in_domain(
     was_training = getattr(policy, "training", False)
     policy.eval()
     try:
-        with rollout_weights(policy):
+        with (
+            rollout_weights(policy),
+            report_progress("in_domain", len(tasks), "tasks", enabled=progress) as update,
+        ):
             for start in range(0, len(tasks), batch_size):
                 chunk = loop.run(tasks[start : start + batch_size], group_size=1)
                 rewards = reward_head(chunk)
                 metrics.update(chunk, rewards.channels["total"])
                 episodes += chunk
+                update(len(chunk))
     finally:
         policy.train(was_training)
     return InDomainResult(metrics.compute(), episodes)

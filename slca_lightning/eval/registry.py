@@ -7,6 +7,11 @@ An evaluator is a function ``fn(ctx: EvalContext) -> EvalResult``. Built in:
 - ``bfcl``: :class:`~slca_lightning.eval.bfcl.BFCLEvaluator` (options: its constructor's
   arguments, e.g. ``categories``, ``limit``, ``max_new_tokens``).
 
+Every evaluator reads the model's calls in the run's tool-call format
+(:func:`context_tool_format`: the data module's ``tool_format``, which ``slca eval`` takes
+from the config's ``data.tool_format`` or its ``--tool-format`` flag; an evaluator's own
+``tool_format`` option wins) and reports its progress on stderr while it runs.
+
 Another evaluator plugs in with :func:`register_evaluator` (``register_evaluator("tau2",
 fn)`` at import of its module); the modules of :data:`PLUGIN_MODULES` are imported on the
 first lookup of an unknown name, so such a registration needs no edit here.
@@ -24,6 +29,7 @@ __all__ = [
     "EvalContext",
     "EvalResult",
     "available_evaluators",
+    "context_tool_format",
     "get_evaluator",
     "register_evaluator",
 ]
@@ -60,6 +66,15 @@ class EvalResult:
 
 
 Evaluator = Callable[[EvalContext], EvalResult]
+
+
+def context_tool_format(ctx: Any) -> Any:
+    """The tool-call format of ``ctx``'s data module (a
+    :class:`~slca_lightning.calls.formats.ToolCallFormat`), or None when it has none."""
+    from slca_lightning.eval.tool_format import tool_format_of
+
+    return tool_format_of(getattr(ctx, "datamodule", None))
+
 
 _REGISTRY: dict[str, Evaluator] = {}
 
@@ -135,9 +150,11 @@ def _in_domain(ctx: EvalContext) -> EvalResult:
     from slca_lightning.eval.in_domain import evaluate_in_domain, markdown_rows
 
     opts = dict(ctx.options)
-    unknown = set(opts) - {"num_tasks", "batch_size"}
+    unknown = set(opts) - {"num_tasks", "batch_size", "progress"}
     if unknown:
-        raise ValueError(f"in_domain: unknown options {sorted(unknown)} (num_tasks, batch_size)")
+        raise ValueError(
+            f"in_domain: unknown options {sorted(unknown)} (num_tasks, batch_size, progress)"
+        )
     m = ctx.module
     result = evaluate_in_domain(
         m.policy, m.tokenizer, m.reward_head, ctx.datamodule, sync_on_compute=False, **opts
@@ -156,8 +173,11 @@ def _in_domain(ctx: EvalContext) -> EvalResult:
 def _bfcl(ctx: EvalContext) -> EvalResult:
     from slca_lightning.eval.bfcl.evaluator import BFCLEvaluator
 
+    options = dict(ctx.options)
+    if options.get("tool_format") is None:
+        options["tool_format"] = context_tool_format(ctx)
     try:
-        evaluator = BFCLEvaluator(**ctx.options)
+        evaluator = BFCLEvaluator(**options)
     except TypeError as err:
         raise ValueError(f"bfcl: bad options {sorted(ctx.options)}: {err}") from err
     report = evaluator.run(ctx.module.policy, ctx.module.tokenizer)

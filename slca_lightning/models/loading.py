@@ -1,4 +1,5 @@
-"""Load ``(model, tokenizer)`` from a built-in name, a named source, a ``.gguf`` file or a folder.
+"""Load ``(model, tokenizer)`` from a built-in name, a named source, a ``.gguf`` file, a folder
+or a Hugging Face Hub id (``org/name[@revision]``, through the standard HF cache: :mod:`.hub`).
 
 The loader every other part calls through :func:`slca_lightning.models.policy.load_policy`, which
 adds the built-in SFT warm starts (``"tiny-sft"``, ``"suite-sft"``: trained on first use by
@@ -79,19 +80,28 @@ def load_model(
             :func:`slca_lightning.models.policy.load_policy`, refused without it); a named pretrained source
             of :data:`slca_lightning.models.pretrained.SOURCES` (``"smollm2-135m-instruct"``,
             from its install extra) or a ``.gguf`` file, dequantised once into the cache;
-            or the path of a local HF folder with ``config.json``. A ChatML template without
-            the tool role gets the hermes one (:mod:`slca_lightning.models.chat`).
+            the path of a local HF folder with ``config.json``; or, when no local path of
+            that name exists, a Hugging Face Hub id ``"org/name"`` or
+            ``"org/name@revision"`` (a branch, tag or commit), resolved to its snapshot
+            folder in the standard HF cache, downloaded on first use or read from the cache
+            alone under ``HF_HUB_OFFLINE=1`` (:func:`slca_lightning.models.hub.resolve_hub_model`).
+            A ChatML template without the tool role gets the hermes one
+            (:mod:`slca_lightning.models.chat`).
         dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"`` (the folder's own).
         seed: initialisation seed of a random built-in model (ignored otherwise).
 
     Raises:
-        FileNotFoundError: the folder does not exist or has no ``config.json``.
+        FileNotFoundError: the folder does not exist or has no ``config.json``; a Hub id
+            that cannot be loaded (gated, missing, not cached while offline) raises its
+            subclass :class:`slca_lightning.models.hub.HubModelError`, one line saying what
+            to do.
     """
     if model in BUILTIN_MODELS:
         net, tokenizer = _build_builtin(model, seed)
         torch_dtype = _dtype(dtype)
         return (net if torch_dtype == "auto" else net.to(torch_dtype)), _finish_tokenizer(tokenizer)
     from slca_lightning.models.chat import adapt_chat_template
+    from slca_lightning.models.hub import is_hub_id, resolve_hub_model
     from slca_lightning.models.pretrained import SOURCES, resolve_model_path
 
     base = warm_start_base(model)
@@ -104,12 +114,15 @@ def load_model(
         path = warm_start(base=base)
     else:
         path = resolve_model_path(model) or os.path.expanduser(model)
+        if not os.path.exists(path) and is_hub_id(model):  # a local path wins over a Hub id
+            path = resolve_hub_model(model)
     if not os.path.isdir(path):
         names = [repr(n) for n in (*BUILTIN_MODELS, *(f"{b}-sft" for b in WARM_START_BASES))]
         raise FileNotFoundError(
             f"model folder {path!r} does not exist (expected one of "
-            f"{', '.join(names + [repr(n) for n in SOURCES])}, a .gguf file or a local "
-            "Hugging Face folder; the hub is never queried)"
+            f"{', '.join(names + [repr(n) for n in SOURCES])}, a .gguf file, a local "
+            "Hugging Face folder or a Hugging Face Hub id such as Qwen/Qwen2.5-0.5B-Instruct "
+            "or org/name@revision)"
         )
     if not os.path.isfile(os.path.join(path, "config.json")):
         raise FileNotFoundError(f"model folder {path!r} has no config.json")

@@ -91,7 +91,8 @@ SOURCES: dict[str, ModelSource] = {
 
 #: Learning rates for models that are no named source: trained from scratch (the built-in
 #: ``tiny`` and ``suite``), their SFT warm starts (``tiny-sft``, ``suite-sft``), and anything
-#: else (an HF folder, a ``.gguf`` file: taken to be a pretrained model).
+#: else (an HF folder, a ``.gguf`` file, a Hub id such as ``Qwen/Qwen2.5-7B-Instruct``: taken to be
+#: a pretrained model).
 BUILTIN_LEARNING_RATES = {
     "scratch": {"sft": 3e-3, "rl": 5e-5},
     "warm_start": {"sft": 2e-4, "rl": 5e-5},
@@ -234,7 +235,7 @@ def _dequantise(path: Path) -> tuple[Any, Any]:
 
 def resolve_model_path(model: str, cache_dir: str | None = None) -> str | None:
     """The HF folder a named source or ``.gguf`` path stands for (dequantised on first use);
-    None for anything else (built-in names, folders)."""
+    None for anything else (built-in names, folders, Hub ids: :mod:`slca_lightning.models.hub`)."""
     if model in SOURCES:
         return materialize(source_file(model), cache_dir, name=model)
     if model.lower().endswith(".gguf"):

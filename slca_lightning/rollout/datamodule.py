@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
+from dataclasses import replace
 from typing import Any, Literal
 
 import lightning as L
@@ -167,8 +168,6 @@ class RolloutDataModule(L.LightningDataModule):
             rollouts: a later block of the same message is never written). HierR's
             ``parallel`` counts the calls of the first turn that has a valid block, which
             under ``"tool_call"`` is the paper's first valid block.
-        temperature: sampling temperature (log-probs are those of the temperature-scaled
-            policy, exactly what the engines sample from).
         top_p: must be 1.0: the trainer scores the untruncated distribution, so truncated
             sampling would bias the importance ratio (refused with a message).
         seed: task order and sampling seed.
@@ -199,7 +198,6 @@ class RolloutDataModule(L.LightningDataModule):
         turn_end: Literal["eos", "tool_call"] = "eos",
         max_response_tokens: int = 512,
         max_tool_response_tokens: int = 256,
-        temperature: float = 1.0,
         top_p: float = 1.0,
         seed: int = 0,
         render_check: Literal["strict", "warn", "off"] = "warn",
@@ -239,7 +237,7 @@ class RolloutDataModule(L.LightningDataModule):
         self.tool_format.check_turn_end(turn_end)
         self.sampling = SamplingConfig(
             max_new_tokens=max_new_tokens,
-            temperature=temperature,
+            temperature=1.0,  # the policy's: set by connect() (model.temperature owns it)
             top_p=top_p,
             stop_strings=list(TURN_END_STOPS[turn_end]),
         )
@@ -268,8 +266,14 @@ class RolloutDataModule(L.LightningDataModule):
                 f"data.tasks ({type(self.source).__name__}) produced no training tasks"
             )
 
-    def connect(self, policy: Any, tokenizer: Any) -> None:
-        """Bind the rollout engine to the policy (called by the module once it exists)."""
+    def connect(self, policy: Any, tokenizer: Any, temperature: float | None = None) -> None:
+        """Bind the rollout engine to the policy (called by the module once it exists).
+
+        ``temperature`` is the policy's (``model.temperature``, the one owner of the
+        setting: the trainer scores the temperature-scaled policy, so the engines must
+        sample from exactly that); None keeps the current one (1.0 until first set)."""
+        if temperature is not None:
+            self.sampling = replace(self.sampling, temperature=float(temperature))
         self.engine = self.engine or HFEngine()
         if hasattr(self.engine, "bind"):
             self.engine.bind(policy, tokenizer)
@@ -294,7 +298,7 @@ class RolloutDataModule(L.LightningDataModule):
                 raise RuntimeError(
                     "RolloutDataModule needs connect(policy, tokenizer) before training"
                 )
-            self.connect(module.policy, module.tokenizer)
+            self.connect(module.policy, module.tokenizer, module.hparams.get("temperature"))
         tasks = self.source.train()
         if not tasks:
             raise ValueError(f"{type(self.source).__name__} produced no training tasks")

@@ -5,6 +5,9 @@
   (:func:`~slca_lightning.calls.parsing.parse_tool_calls`, reasoning blocks stripped). Like
   BFCL's Qwen FC handler it keeps the calls of every well-formed block and drops blocks that
   are not valid JSON calls; text without any block decodes to ``[]``.
+  :func:`decode_calls` does the same for a model that writes its calls in another format
+  (:class:`~slca_lightning.calls.formats.ToolCallFormat`, the run's ``data.tool_format``):
+  the reply is first rewritten as hermes text by the format (HermesFormat: unchanged).
 * :func:`score_entry` runs ``bfcl_eval``'s ``ast_checker`` on the AST categories and, for
   the (ir)relevance categories, BFCL's rule: the output "contains a call" when it decodes to
   a non-empty call list (``is_empty_output`` false); irrelevance is correct without one,
@@ -25,6 +28,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from slca_lightning.calls.formats import ToolCallFormat
 from slca_lightning.calls.parsing import parse_tool_calls
 from slca_lightning.eval.bfcl.data import AST_CATEGORIES, MULTI_TURN_CATEGORIES, BFCLEntry
 
@@ -32,6 +36,7 @@ __all__ = [
     "CHECKER_MODEL_NAME",
     "EntryScore",
     "bfcl_summary",
+    "decode_calls",
     "decode_hermes",
     "install_model_config_stub",
     "score_entry",
@@ -86,6 +91,16 @@ def decode_hermes(text: str) -> list[dict[str, dict[str, Any]]]:
     return [{call.name: dict(call.arguments)} for call in parsed.calls]
 
 
+def decode_calls(
+    text: str, tool_format: ToolCallFormat | None = None
+) -> list[dict[str, dict[str, Any]]]:
+    """A reply in ``tool_format`` (None: hermes) → ``[{name: arguments}, ...]``: the format
+    rewrites its calls as hermes blocks, then :func:`decode_hermes` reads them."""
+    if tool_format is not None:
+        text = tool_format.canonical(text).text
+    return decode_hermes(text)
+
+
 @dataclass
 class EntryScore:
     """The verdict on one entry.
@@ -95,7 +110,8 @@ class EntryScore:
         category: its category.
         valid: the checker accepts the output.
         error_type: BFCL's error type (e.g. ``"simple_function_checker:wrong_func_name"``,
-            ``"irrelevance_error:decoder_success"``), ``"checker_exception"`` or None.
+            ``"irrelevance_error:decoder_success"``), ``"checker_exception"``,
+            ``"tool_format_exception"`` (the format raised on the reply) or None.
         error: the checker's first error message, or None.
         decoded: the decoded calls handed to the checker.
     """
@@ -115,11 +131,20 @@ def _first_error(result: dict[str, Any]) -> str | None:
     return None if err is None else str(err)
 
 
-def score_entry(entry: BFCLEntry, text: str) -> EntryScore:
-    """Score one model output for ``entry`` with BFCL's rules; never raises on ``text``."""
+def score_entry(
+    entry: BFCLEntry, text: str, tool_format: ToolCallFormat | None = None
+) -> EntryScore:
+    """Score one model output for ``entry`` with BFCL's rules; never raises on ``text``.
+
+    ``tool_format``: how the model writes its calls (None: hermes tags), see
+    :func:`decode_calls`."""
     from bfcl_eval.utils import is_empty_output, is_function_calling_format_output
 
-    decoded = decode_hermes(text)
+    try:
+        decoded = decode_calls(text, tool_format)
+    except Exception as exc:  # a format tripping on odd text: a failure, not a crash
+        log.warning("tool format %r raised on %s: %r", tool_format, entry.id, exc)
+        return EntryScore(entry.id, entry.category, False, "tool_format_exception", repr(exc), [])
     if entry.category not in AST_CATEGORIES:
         has_call = not is_empty_output(decoded)
         if "irrelevance" in entry.category:

@@ -4,16 +4,19 @@
 (:mod:`~slca_lightning.eval.bfcl.data`), renders each entry with the model's chat template
 and the entry's function docs as tools, generates one greedy reply per entry (``HFEngine``:
 one assistant turn, nothing executed, no stop string, so parallel calls can follow each
-other), and scores the replies with BFCL's AST / relevance checkers
-(:mod:`~slca_lightning.eval.bfcl.checker`). Multi-turn categories (by name or the
+other), reads the calls of each reply through the model's tool-call format (``tool_format``:
+the run's ``data.tool_format``; hermes tags by default) and scores them with BFCL's AST /
+relevance checkers (:mod:`~slca_lightning.eval.bfcl.checker`). Multi-turn categories (by name or the
 ``multi_turn`` group; not in ``all``) run step by step against BFCL's executable backends
 and its multi-turn checker (:mod:`~slca_lightning.eval.bfcl.multi_turn`). The report holds
-per-category accuracy and BFCL's summaries.
+per-category accuracy and BFCL's summaries. While it runs, progress (entries done of the
+total, time elapsed and left) goes to stderr (:func:`~slca_lightning.eval.progress.progress`).
 
 Standalone::
 
     python -m slca_lightning.eval.bfcl --model tiny --categories simple_python,irrelevance \\
         --limit 3 --out report.md
+    python -m slca_lightning.eval.bfcl --model ./llama-3.2-1b --tool-format json --limit 20
 
 ``--model`` takes ``tiny`` / ``tiny-sft`` / a local HF folder (as ``load_policy``), or
 ``oracle``: no model, the possible answers themselves are the replies (checks the decode and
@@ -29,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from slca_lightning.calls.formats import HermesFormat, ToolCallFormat
 from slca_lightning.data.prompt import render_hermes_system_prompt
 from slca_lightning.eval.bfcl.checker import EntryScore, bfcl_summary, score_entry
 from slca_lightning.eval.bfcl.data import (
@@ -39,6 +43,8 @@ from slca_lightning.eval.bfcl.data import (
     BFCLEntry,
     load_category,
 )
+from slca_lightning.eval.progress import Update, progress
+from slca_lightning.eval.tool_format import format_name, resolve_tool_format
 
 __all__ = ["BFCLEvaluator", "BFCLReport", "main", "resolve_categories"]
 
@@ -148,6 +154,13 @@ class BFCLEvaluator:
             failures (``prompt_too_long``); None: no cap.
         chat_template_kwargs: extra arguments for ``apply_chat_template`` (e.g.
             ``{"enable_thinking": False}``).
+        tool_format: how the model writes its calls: a
+            :class:`~slca_lightning.calls.formats.ToolCallFormat` or what
+            :func:`~slca_lightning.eval.tool_format.resolve_tool_format` takes (``"json"``,
+            ``"llama3_json"``, a class path …); None: hermes tags. Every reply (single- and
+            multi-turn) is read through it. The prompt is not changed by it: the chat
+            template shows the tools as the model family expects them.
+        progress: report entries done, time elapsed and left on stderr while running.
     """
 
     def __init__(
@@ -160,6 +173,8 @@ class BFCLEvaluator:
         tool_prompt: Literal["template", "system"] = "template",
         max_prompt_tokens: int | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
+        tool_format: ToolCallFormat | str | dict[str, Any] | None = None,
+        progress: bool = True,
     ) -> None:
         if tool_prompt not in ("template", "system"):
             raise ValueError(f"tool_prompt must be 'template' or 'system', got {tool_prompt!r}")
@@ -171,7 +186,10 @@ class BFCLEvaluator:
         self.tool_prompt = tool_prompt
         self.max_prompt_tokens = max_prompt_tokens
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.tool_format = resolve_tool_format(tool_format)
+        self.progress = progress
         self.stats: Counter = Counter()
+        self._warned_prompt = False
         self._entries: list[BFCLEntry] | None = None
         self._mt_entries: list | None = None
 
@@ -211,14 +229,28 @@ class BFCLEvaluator:
             self.stats["tool_prompt_fallback"] += 1
             if self.stats["tool_prompt_fallback"] == 1:
                 log.warning("chat template ignores tools=; using the hermes system prompt")
+        if not isinstance(self.tool_format, HermesFormat) and not self._warned_prompt:
+            self._warned_prompt = True
+            log.warning(
+                "BFCL: the hermes system prompt asks for <tool_call> tags; replies are read "
+                "with %s (no format renders its own prompt): check that it reads such tags",
+                format_name(self.tool_format),
+            )
         msgs = [dict(m) for m in messages]
         system = msgs.pop(0).get("content") if msgs and msgs[0].get("role") == "system" else None
         content = render_hermes_system_prompt(tools, system)
         return tokenizer.apply_chat_template([{"role": "system", "content": content}, *msgs], **kw)
 
     # -- generation and scoring ------------------------------------------------------------
-    def generate(self, entries: list[BFCLEntry], model: Any, tokenizer: Any) -> list[str | None]:
-        """One greedy reply per entry (None where the prompt exceeds ``max_prompt_tokens``)."""
+    def generate(
+        self,
+        entries: list[BFCLEntry],
+        model: Any,
+        tokenizer: Any,
+        update: Update | None = None,
+    ) -> list[str | None]:
+        """One greedy reply per entry (None where the prompt exceeds ``max_prompt_tokens``);
+        ``update(n)`` is told each batch's entries as the batch finishes."""
         from slca_lightning.rollout.engine import SamplingConfig
         from slca_lightning.rollout.hf_engine import HFEngine
 
@@ -232,31 +264,44 @@ class BFCLEvaluator:
             if self.max_prompt_tokens is None or len(p) <= self.max_prompt_tokens
         ]
         self.stats["prompt_too_long"] += len(ids) - len(keep)
-        keep.sort(key=lambda i: len(ids[i]))  # similar lengths share a batch: less padding
+        if update is not None:
+            update(len(ids) - len(keep))
+        # the engine's own order (its loop sorts the prompts and cuts batches of
+        # max_batch_size): batch by batch here gives the same batches, with progress between
+        keep.sort(key=lambda i: ids[i])
         engine = HFEngine(model, tokenizer, max_batch_size=self.batch_size)
         sampling = SamplingConfig(
             max_new_tokens=self.max_new_tokens, temperature=0.0, stop_strings=[], seed=0
         )
-        gens = engine.generate([ids[i] for i in keep], sampling)
         out: list[str | None] = [None] * len(entries)
-        for i, gen in zip(keep, gens, strict=True):
-            out[i] = tokenizer.decode(gen.token_ids, skip_special_tokens=False)
+        step = max(1, int(self.batch_size))
+        for start in range(0, len(keep), step):
+            chunk = keep[start : start + step]
+            gens = engine.generate([ids[i] for i in chunk], sampling)
+            for i, gen in zip(chunk, gens, strict=True):
+                out[i] = tokenizer.decode(gen.token_ids, skip_special_tokens=False)
+            if update is not None:
+                update(len(chunk))
         return out
 
     def score(self, entries: list[BFCLEntry], outputs: Sequence[str | None]) -> BFCLReport:
-        """Score ``outputs`` (None: not generated, a failure) against ``entries``."""
+        """Score ``outputs`` (None: not generated, a failure) against ``entries``, reading
+        their calls through ``tool_format``."""
         if len(outputs) != len(entries):
             raise ValueError(f"{len(outputs)} outputs for {len(entries)} BFCL entries")
         scores = [
-            score_entry(e, o)
+            score_entry(e, o, self.tool_format)
             if o is not None
             else EntryScore(e.id, e.category, False, "prompt_too_long", None, [])
             for e, o in zip(entries, outputs, strict=True)
         ]
         return BFCLReport.from_scores(scores, dict(self.stats))
 
-    def run_multi_turn(self, model: Any, tokenizer: Any) -> list[EntryScore]:
-        """Drive and score the selected multi-turn entries (one greedy reply per step)."""
+    def run_multi_turn(
+        self, model: Any, tokenizer: Any, update: Update | None = None
+    ) -> list[EntryScore]:
+        """Drive and score the selected multi-turn entries (one greedy reply per step);
+        ``update(1)`` is told each entry once scored."""
         from slca_lightning.eval.bfcl.multi_turn import run_multi_turn, score_multi_turn
         from slca_lightning.rollout.engine import SamplingConfig
         from slca_lightning.rollout.hf_engine import HFEngine
@@ -274,14 +319,24 @@ class BFCLEvaluator:
             (gen,) = engine.generate([ids], sampling)
             return tokenizer.decode(gen.token_ids, skip_special_tokens=False)
 
-        return [score_multi_turn(e, run_multi_turn(e, reply)) for e in self.multi_turn_entries()]
+        out = []
+        for e in self.multi_turn_entries():
+            steps = run_multi_turn(e, reply, tool_format=self.tool_format)
+            out.append(score_multi_turn(e, steps))
+            if update is not None:
+                update(1)
+        return out
 
     def run(self, model: Any, tokenizer: Any) -> BFCLReport:
-        """Generate and score every selected entry."""
+        """Generate and score every selected entry (progress on stderr, see ``progress``)."""
         self.stats.clear()
         entries = self.entries()
-        single = self.score(entries, self.generate(entries, model, tokenizer)).scores
-        multi = self.run_multi_turn(model, tokenizer) if self.multi_turn_entries() else []
+        multi_entries = self.multi_turn_entries()
+        total = len(entries) + len(multi_entries)
+        with progress("bfcl", total, enabled=self.progress) as update:
+            outputs = self.generate(entries, model, tokenizer, update)
+            single = self.score(entries, outputs).scores
+            multi = self.run_multi_turn(model, tokenizer, update) if multi_entries else []
         return BFCLReport.from_scores(single + multi, dict(self.stats))
 
 
@@ -300,6 +355,12 @@ def main(argv: Sequence[str] | None = None) -> BFCLReport:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--tool-prompt", choices=["template", "system"], default="template")
     p.add_argument("--max-prompt-tokens", type=int, default=None)
+    p.add_argument(
+        "--tool-format",
+        default=None,
+        help="how the model writes calls: hermes (default) | json | llama3_json | mistral | "
+        "template:<name> | a ToolCallFormat class path",
+    )
     p.add_argument("--dtype", default="float32")
     p.add_argument("--out", default=None, help="write the Markdown table here")
     args = p.parse_args(argv)
@@ -311,6 +372,7 @@ def main(argv: Sequence[str] | None = None) -> BFCLReport:
         batch_size=args.batch_size,
         tool_prompt=args.tool_prompt,
         max_prompt_tokens=args.max_prompt_tokens,
+        tool_format=args.tool_format,
     )
     if args.model == "oracle":
         from slca_lightning.eval.bfcl.answers import oracle_outputs

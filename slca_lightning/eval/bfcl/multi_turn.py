@@ -2,8 +2,9 @@
 
 An entry is a conversation of user turns over stateful API classes (file system, Twitter,
 trading …) with an initial state. The model runs as in BFCL's function-calling handlers:
-within a turn, each step generates one reply; its hermes calls are executed on the entry's
-backend instances (``execute_multi_turn_func_call``) and the results come back as tool
+within a turn, each step generates one reply; its calls (read through the model's
+:class:`~slca_lightning.calls.formats.ToolCallFormat`, hermes tags by default) are executed on
+the entry's backend instances (``execute_multi_turn_func_call``) and the results come back as tool
 messages, until a reply has no call (or :data:`MAXIMUM_STEP_LIMIT` steps: force-terminated,
 a failure). Held-out functions (``miss_func``) are added at their turn with BFCL's
 "I have updated some more functions" user message. ``multi_turn_checker`` then replays the
@@ -24,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from slca_lightning.calls.formats import ToolCallFormat
 from slca_lightning.calls.parsing import parse_tool_calls
 from slca_lightning.eval.bfcl.checker import EntryScore, install_model_config_stub
 from slca_lightning.eval.bfcl.data import MULTI_TURN_CATEGORIES, to_tools
@@ -153,10 +155,19 @@ def score_multi_turn(entry: MultiTurnEntry, steps: list[list[list[str]]] | None)
     )
 
 
-def run_multi_turn(entry: MultiTurnEntry, generate, max_steps: int = MAXIMUM_STEP_LIMIT):
+def run_multi_turn(
+    entry: MultiTurnEntry,
+    generate,
+    max_steps: int = MAXIMUM_STEP_LIMIT,
+    tool_format: ToolCallFormat | None = None,
+):
     """Drive one entry: ``generate(messages, tools) -> reply text``; returns the call strings
     per turn and step (None when a turn hit ``max_steps``), ready for
-    :func:`score_multi_turn`."""
+    :func:`score_multi_turn`.
+
+    ``tool_format``: how the replies write their calls (None: hermes tags); each reply is
+    read through :meth:`~slca_lightning.calls.formats.ToolCallFormat.canonical`, while the
+    conversation keeps the reply as written."""
     from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
 
     functions = list(entry.functions)
@@ -176,7 +187,8 @@ def run_multi_turn(entry: MultiTurnEntry, generate, max_steps: int = MAXIMUM_STE
                     return None
                 reply = generate(messages, tools)
                 messages.append({"role": "assistant", "content": reply})
-                calls = parse_tool_calls(reply).calls
+                canonical = reply if tool_format is None else tool_format.canonical(reply).text
+                calls = parse_tool_calls(canonical).calls
                 if not calls:
                     break
                 strings = [call_string(c.name, c.arguments, allowed) for c in calls]

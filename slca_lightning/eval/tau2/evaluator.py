@@ -6,17 +6,22 @@ an LLM through any ChatBackend), executes the agent's tools in-process on a fres
 the domain database (:mod:`~slca_lightning.eval.tau2.env`), and scores each episode like τ²
 (:mod:`~slca_lightning.eval.tau2.scoring`): final database against the gold replay, required
 communications, NL assertions when a judge is given; reward = product of the task's
-``reward_basis`` parts; Pass^k over the trials.
+``reward_basis`` parts; Pass^k over the trials. The agent's calls are read in its tool-call
+format (``tool_format``: the run's ``data.tool_format``; hermes tags by default). While it
+runs, conversations done of the total, time elapsed and left go to stderr
+(:func:`~slca_lightning.eval.progress.progress`).
 
 Standalone::
 
     python -m slca_lightning.eval.tau2 --model oracle --domains airline retail --split base
     python -m slca_lightning.eval.tau2 --model tiny --domains airline --limit 3 --no-policy
 
-``--model`` takes ``tiny`` / ``tiny-sft`` / a local HF folder (as ``load_policy``), or
-``oracle`` (replays the gold actions: every task should pass; checks the scorer).
-``--user llm`` plays the user with ``--user-model`` (an HF folder, or a model name served at
-``--user-url``, an OpenAI-compatible endpoint).
+``--tool-format`` names how the model writes calls (``json``, ``llama3_json`` …; see
+:func:`~slca_lightning.eval.tool_format.resolve_tool_format`). ``--model`` takes ``tiny`` /
+``tiny-sft`` / a local HF folder (as ``load_policy``), or ``oracle`` (replays the gold
+actions: every task should pass; checks the scorer). ``--user llm`` plays the user with
+``--user-model`` (an HF folder, or a model name served at ``--user-url``, an
+OpenAI-compatible endpoint).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slca_lightning.calls.formats import ToolCallFormat
+from slca_lightning.eval.progress import progress
 from slca_lightning.eval.tau2.env import Tau2Environment, load_domain
 from slca_lightning.eval.tau2.loop import (
     Conversation,
@@ -38,6 +45,7 @@ from slca_lightning.eval.tau2.loop import (
 )
 from slca_lightning.eval.tau2.scoring import Tau2Score, pass_k, score_episode
 from slca_lightning.eval.tau2.users import LLMUser, ScriptedUser, UserSimulator
+from slca_lightning.eval.tool_format import resolve_tool_format
 
 __all__ = ["Tau2Evaluator", "Tau2Report", "main"]
 
@@ -117,6 +125,11 @@ class Tau2Evaluator:
         max_tool_response_tokens, temperature: see :class:`PolicyAgent`.
         include_policy: show the domain policy in the system prompt (off for tiny models,
             whose context cannot hold it).
+        tool_format: how the agent writes its calls: a
+            :class:`~slca_lightning.calls.formats.ToolCallFormat` or what
+            :func:`~slca_lightning.eval.tool_format.resolve_tool_format` takes; None: hermes
+            tags. The prompt is not changed by it (the chat template shows the tools).
+        progress: report conversations done, time elapsed and left on stderr while running.
     """
 
     def __init__(
@@ -137,6 +150,8 @@ class Tau2Evaluator:
         max_context_tokens: int | None = None,
         max_tool_response_tokens: int = 2048,
         temperature: float = 0.0,
+        tool_format: ToolCallFormat | str | dict[str, Any] | None = None,
+        progress: bool = True,
     ) -> None:
         if trials < 1:
             raise ValueError(f"trials must be >= 1, got {trials}")
@@ -160,6 +175,8 @@ class Tau2Evaluator:
             temperature=temperature,
         )
         self.include_policy = include_policy
+        self.tool_format = resolve_tool_format(tool_format)
+        self.progress = progress
 
     def policy_agent(self, model: Any, tokenizer: Any, seed: int = 0) -> PolicyAgent:
         """The :class:`PolicyAgent` this evaluator runs ``model`` as."""
@@ -169,22 +186,32 @@ class Tau2Evaluator:
         )
 
     def run_agent(self, agent: Tau2Agent) -> Tau2Report:
-        """Every task × trial against the user simulator, scored."""
+        """Every task × trial against the user simulator, scored (progress on stderr: one
+        update per finished conversation)."""
         t0 = time.perf_counter()
         scores, episodes = [], []
         chunk = max(1, int(self.agent_kwargs["batch_size"]))  # databases alive at once
-        for trial in range(self.trials):
-            if isinstance(agent, PolicyAgent):
-                agent.sampling.seed = trial
-            for start in range(0, len(self.tasks), chunk):
-                tasks = self.tasks[start : start + chunk]
-                convs = [Conversation(t, trial, Tau2Environment(self.domain)) for t in tasks]
-                run_conversations(
-                    agent, self.user, convs, self.max_agent_turns, self.max_calls_per_turn
-                )
-                for c in convs:
-                    scores.append(self._score(c))
-                    episodes.append({"termination": c.termination, **c.counts})
+        total = self.trials * len(self.tasks)
+        label = f"tau2 {self.domain.name}"
+        with progress(label, total, "conversations", enabled=self.progress) as update:
+            for trial in range(self.trials):
+                if isinstance(agent, PolicyAgent):
+                    agent.sampling.seed = trial
+                for start in range(0, len(self.tasks), chunk):
+                    tasks = self.tasks[start : start + chunk]
+                    convs = [Conversation(t, trial, Tau2Environment(self.domain)) for t in tasks]
+                    run_conversations(
+                        agent,
+                        self.user,
+                        convs,
+                        self.max_agent_turns,
+                        self.max_calls_per_turn,
+                        tool_format=self.tool_format,
+                        on_end=lambda _conv: update(1),
+                    )
+                    for c in convs:
+                        scores.append(self._score(c))
+                        episodes.append({"termination": c.termination, **c.counts})
         return Tau2Report(self.domain.name, scores, episodes, time.perf_counter() - t0)
 
     def _score(self, c: Conversation) -> Tau2Score:
@@ -251,6 +278,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Tau2Report]:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--tool-prompt", choices=["template", "system"], default="template")
     p.add_argument("--no-policy", action="store_true", help="leave the domain policy out")
+    p.add_argument(
+        "--tool-format",
+        default=None,
+        help="how the model writes calls: hermes (default) | json | llama3_json | mistral | "
+        "template:<name> | a ToolCallFormat class path",
+    )
     p.add_argument("--dtype", default="float32")
     p.add_argument("--out", default=None, help="write the Markdown tables here")
     args = p.parse_args(argv)
@@ -278,6 +311,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Tau2Report]:
             tool_prompt=args.tool_prompt,
             include_policy=not args.no_policy,
             max_context_tokens=args.max_context_tokens,
+            tool_format=args.tool_format,
         )
         report = ev.evaluate(model, tokenizer)
         reports[name] = report
@@ -292,10 +326,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Tau2Report]:
 
 def _registered(ctx):
     """``slca eval --evaluators tau2`` (options: :class:`Tau2Evaluator`'s, plus ``domains``,
-    a comma-separated list, default ``airline``)."""
-    from slca_lightning.eval.registry import EvalResult
+    a comma-separated list, default ``airline``; ``tool_format`` defaults to the run's)."""
+    from slca_lightning.eval.registry import EvalResult, context_tool_format
 
     options = dict(ctx.options)
+    if options.get("tool_format") is None:
+        options["tool_format"] = context_tool_format(ctx)
     domains = str(options.pop("domains", options.pop("domain", "airline"))).split(",")
     metrics: dict[str, float] = {}
     tables = []

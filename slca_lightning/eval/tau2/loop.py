@@ -1,11 +1,15 @@
 """The τ² conversation loop: agent ↔ simulated user, tools run on the episode's database.
 
 A conversation opens with τ²'s fixed agent greeting; then the user writes, and the agent
-answers with either a message to the user or ``<tool_call>`` blocks (hermes format, parsed
-by :func:`~slca_lightning.calls.parsing.parse_tool_calls`). Calls run on the episode's
-:class:`~slca_lightning.eval.tau2.env.Tau2Environment`; every unparseable block, unknown
-tool or bad argument becomes an error observation, and the agent goes on. A message without
-a call goes to the user, whose reply may end the conversation with a stop token. Caps:
+answers with either a message to the user or tool calls, written in the model's tool-call
+format (a :class:`~slca_lightning.calls.formats.ToolCallFormat`, the run's
+``data.tool_format``; default hermes ``<tool_call>`` blocks): each turn is rewritten as its
+canonical hermes text, which :func:`~slca_lightning.calls.parsing.parse_tool_calls` reads
+and the scorer sees, while the agent's own history keeps the turn as written. Calls run on
+the episode's :class:`~slca_lightning.eval.tau2.env.Tau2Environment`; every unparseable
+block, unknown tool or bad argument becomes an error observation, and the agent goes on. A
+message without a call goes to the user, whose reply may end the conversation with a stop
+token. Caps:
 ``max_agent_turns`` agent turns, ``max_calls_per_turn`` calls per turn. All running
 conversations step together, so the policy generates one batch per turn.
 
@@ -23,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from slca_lightning.calls.formats import ToolCallFormat
 from slca_lightning.calls.parsing import parse_tool_calls
 from slca_lightning.data.prompt import render_hermes_system_prompt
 from slca_lightning.eval.tau2.env import Tau2Environment, Tau2Task
@@ -48,7 +53,8 @@ class Conversation:
         env: the episode's database and tools.
         messages: the agent's view (``user`` / ``assistant`` / ``tool``), greeting first.
         user_view: the user's view (agent messages as ``assistant``, tool calls hidden).
-        assistant_texts: every agent turn's raw text.
+        assistant_texts: every agent turn's text in canonical hermes form (what the scorer
+            reads; the turn as written when the format is hermes).
         termination: ``running``, ``user_stop``, ``transfer``, ``out_of_scope``,
             ``max_turns`` or ``context`` (the prompt outgrew the agent's context).
         counts: ``agent_turns``, ``tool_calls`` (executed), ``invalid_calls`` (never
@@ -226,16 +232,19 @@ def _turn_items(text: str, max_calls: int) -> tuple[list[ToolCall | ToolResult],
     return items, True
 
 
-def _agent_step(conv: Conversation, text: str | None, max_calls: int) -> None:
+def _agent_step(
+    conv: Conversation, text: str | None, max_calls: int, tool_format: ToolCallFormat | None
+) -> None:
     conv.counts["agent_turns"] += 1
     if text is None:
         conv.termination = "context"
         return
-    conv.assistant_texts.append(text)
+    canonical = text if tool_format is None else tool_format.canonical(text).text
+    conv.assistant_texts.append(canonical)
     conv.messages.append({"role": "assistant", "content": text})
-    items, is_tool_turn = _turn_items(text, max_calls)
+    items, is_tool_turn = _turn_items(canonical, max_calls)
     if not is_tool_turn:
-        conv.user_view.append({"role": "assistant", "content": user_facing_text(text)})
+        conv.user_view.append({"role": "assistant", "content": user_facing_text(canonical)})
         conv.waiting_user = True
         return
     for item in items:
@@ -255,8 +264,22 @@ def run_conversations(
     convs: list[Conversation],
     max_agent_turns: int = 30,
     max_calls_per_turn: int = 20,
+    tool_format: ToolCallFormat | None = None,
+    on_end: Callable[[Conversation], None] | None = None,
 ) -> list[Conversation]:
-    """Drive every conversation to its end (see the module docstring); returns them."""
+    """Drive every conversation to its end (see the module docstring); returns them.
+
+    ``tool_format``: how the agent writes its calls (None: hermes tags). ``on_end`` is
+    called with each conversation once it has ended (e.g. to report progress)."""
+    ended: set[int] = set()
+
+    def report() -> None:
+        for conv in convs:
+            if conv.termination != "running" and id(conv) not in ended:
+                ended.add(id(conv))
+                if on_end is not None:
+                    on_end(conv)
+
     for conv in convs:
         conv.messages = [{"role": "assistant", "content": GREETING}]
         conv.user_view = [{"role": "assistant", "content": GREETING}]
@@ -274,10 +297,12 @@ def run_conversations(
             conv.user_view.append({"role": "user", "content": reply})
             conv.messages.append({"role": "user", "content": reply})
             conv.waiting_user = False
+        report()
         running = [c for c in convs if c.termination == "running"]
         if not running:
             return convs
         for conv, text in zip(running, agent.act(running), strict=True):
-            _agent_step(conv, text, max_calls_per_turn)
+            _agent_step(conv, text, max_calls_per_turn, tool_format)
             if conv.termination == "running" and conv.counts["agent_turns"] >= max_agent_turns:
                 conv.termination = "max_turns"
+        report()

@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader
 from slca_lightning.cli import commands as cli
 from slca_lightning.cli import evaluate as standalone
 from slca_lightning.cli.console import OnceFilter, StepProgressBar, quiet_console
+from slca_lightning.cli.help_cache import help_cache_path
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -122,13 +123,14 @@ def test_fit_help_is_cached_and_the_cached_run_imports_no_lightning(tmp_path):
 
 
 def test_only_plain_help_is_cached(monkeypatch):
-    assert cli.help_cache_path(["fit", "--config", "x.yaml", "--help"]) is None
-    assert cli.help_cache_path(["fit", "--trainer.max_steps=3"]) is None
-    a = cli.help_cache_path(["fit", "--help"])
-    assert a is not None and a == cli.help_cache_path(["fit", "--help"])
-    assert cli.help_cache_path(["--help"]) != a
+    assert help_cache_path(["fit", "--config", "x.yaml", "--help"]) is None
+    assert help_cache_path(["fit", "--trainer.max_steps=3"]) is None
+    assert help_cache_path(["--help"]) is None  # the command list prints without Lightning
+    a = help_cache_path(["fit", "--help"])
+    assert a is not None and a == help_cache_path(["fit", "--help"])
+    assert help_cache_path(["sft", "--help"]) not in (None, a)
     monkeypatch.setenv("COLUMNS", "57")
-    assert cli.help_cache_path(["fit", "--help"]) != a  # help is laid out for the width
+    assert help_cache_path(["fit", "--help"]) != a  # help is laid out for the width
 
 
 def test_eval_help_is_plain_text(capsys):

@@ -277,7 +277,8 @@ BASE = ("fit", "--config", "configs/quickstart.yaml", "--trainer.max_steps=0")
         ),
         (
             "--model.learning_rat=0.1",
-            "slca: error: unrecognized arguments: --model.learning_rat=0.1",
+            "slca: error: unknown key 'model.learning_rat'; did you mean model.learning_rate? "
+            "(`slca fit --help` lists every key)",
         ),
     ],
 )
@@ -301,8 +302,10 @@ def test_a_bad_component_argument_names_the_component(monkeypatch, capsys):
     code, err = run_script(monkeypatch, capsys, *BASE, "--model.router.init_args.nope=1")
     assert code == 2
     last = err.strip().splitlines()[-1]
-    assert last.startswith("slca: error: model.router (slca_lightning.advantages.SLCARouter):")
-    assert "nope" in last and len(last) < 300
+    assert last.startswith(
+        "slca: error: model.router: slca_lightning.advantages.SLCARouter has no argument 'nope'"
+    )
+    assert "its arguments: tool_weight, summary_weight" in last and len(last) < 400
 
 
 def test_help_still_prints_usage(monkeypatch, capsys, tmp_path):

@@ -40,6 +40,81 @@ def test_report_gathers_gains_and_control_from_result_files(tmp_path):
     assert "| after 30 RL steps | 0.400 | 0.200 |" in text
 
 
+def _rl_seed0(folder: Path) -> None:
+    _write(folder / "rl_seed0", {
+        "name": "rl_seed0", "seed": 0, "router": "slca_lightning.advantages.SLCARouter",
+        "wall_s": 500.0, "rl_seconds": 300.0, "peak_rss_gb": 1.5, "steps": 40,
+        "reward_first10": 1.0, "reward_last10": 1.2, "before": _metrics(0.25, 0.10),
+        "after": _metrics(0.40, 0.20), "before_step": 0, "after_step": 40,
+        "provenance": {"threads": 1, "load_average": [0.5, 0.4, 0.3]},
+    })  # fmt: skip
+
+
+def test_report_builds_without_the_transcript_files_and_says_so(tmp_path):
+    """The saved episodes are not committed: the report keeps every table and says, in
+    place of the transcripts, that they are not kept and how a rerun regenerates them."""
+    _rl_seed0(tmp_path / "runs")
+    text = report.render(tmp_path / "runs", tmp_path)
+    assert "| after 40 RL steps | 0.400 | 0.200 |" in text
+    assert "| seed 0 SLCARouter | +0.150 | +6 | +0.200 | – |" in text
+    assert "## Held-out transcripts (rl_seed0)" in text
+    assert "Transcripts are not kept in the repository." in text
+    assert (
+        "`runs/rl_seed0/logs/version_0/in_domain_episodes/step_0.jsonl` and `step_40.jsonl`" in text
+    )
+    assert "python experiments/learning/run.py" in text
+    assert "[assistant]" not in text  # nothing made up
+
+
+def test_report_shows_the_transcripts_when_the_episodes_are_there(tmp_path):
+    _rl_seed0(tmp_path)
+    episodes = tmp_path / "rl_seed0" / "logs" / "version_0" / "in_domain_episodes"
+    episodes.mkdir(parents=True)
+    gold = [[["add", {"a": 2, "b": 3}]]]
+    for step, exact, turn in (
+        (0, False, "<tool_call>?</tool_call>"),
+        (40, True, "<tool_call>!</tool_call>"),
+    ):
+        rows = [
+            {"task_id": "t0", "kind": "single", "question": "2+3?", "gold": gold, "exact": exact,
+             "rewards": {"tool": float(exact), "summary": 0.5}, "turns": [turn, "5"],
+             "observations": [["5"]]},
+            {"task_id": "t1", "kind": "irrelevant", "question": "Hi?", "gold": [], "exact": True,
+             "rewards": {"tool": 1.0, "summary": 0.5}, "turns": ["No tool."], "observations": []},
+        ]  # fmt: skip
+        (episodes / f"step_{step}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    text = report.render(tmp_path, tmp_path)
+    assert "not kept in the repository" not in text
+    assert "**t0** (single): 2+3?  " in text and "**t1** (irrelevant): Hi?  " in text
+    assert "[assistant] <tool_call>!</tool_call>" in text and "[tool] 5" in text
+
+
+def test_report_only_rebuilds_from_result_files_and_runs_nothing(tmp_path, monkeypatch):
+    _rl_seed0(tmp_path / "runs")
+
+    def boom(*a, **k):
+        raise AssertionError("--report-only started a run")
+
+    monkeypatch.setattr(run, "child", boom)
+    out = tmp_path / "REPORT.md"
+    assert run.main(["--report-only", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    assert out.read_text() == report.render(tmp_path / "runs", ROOT)
+    # nothing written into the runs folder (no merged config, no run)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["rl_seed0"]
+
+
+def test_committed_reports_are_the_rebuilt_tables():
+    """REPORT.md and REPORT_pooled.md are ``run.py --report-only`` of the committed runs: every
+    table and figure the same (the transcripts, whose episodes are not committed, aside)."""
+    results = ROOT / "experiments" / "learning" / "results"
+    for runs, name in ((results, "REPORT.md"), (results / "pooled", "REPORT_pooled.md")):
+        committed = (ROOT / "experiments" / "learning" / name).read_text()
+        rebuilt = report.render(runs, ROOT)
+        cut = "## Held-out transcripts"
+        assert rebuilt.split(cut)[0] == committed.split(cut)[0], name
+        assert cut in rebuilt and cut in committed
+
+
 def test_a_finished_run_is_not_redone(tmp_path, monkeypatch):
     done = {"name": "rl_seed3", "seed": 3}
     _write(tmp_path / "rl_seed3", done)
