@@ -1,6 +1,6 @@
 """Torch threads on this machine now: one thread vs every core, for generation and an update.
 
-The measurement behind :mod:`slca_lightning.cli.threads`' default. Greedy generation (8 prompts
+The measurement behind :mod:`slca_lightning.training.threads`' default. Greedy generation (8 prompts
 × 32 new tokens) and one forward + backward of the same 8 rows run with 1 thread and with
 ``os.cpu_count()`` threads, alternated in one process (``_timing.alternate``), and the
 paired ratio ``t(all cores) / t(1 thread)`` is printed with the load average before and
@@ -24,8 +24,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import alternate, paired_ratio
 
-from slca_lightning.cli.threads import choose_threads
 from slca_lightning.models.policy import load_policy
+from slca_lightning.training.threads import choose_threads
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -11,9 +11,9 @@ from typing import Any
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from slca_lightning.cli.errors import debug_enabled, one_line
-from slca_lightning.cli.threads import apply_threads
 from slca_lightning.config.checks import ConfigError, validate_config
 from slca_lightning.training.checkpoints import UntrustedCheckpointError
+from slca_lightning.training.threads import apply_threads
 
 __all__ = ["SLCACLI", "SLCAArgumentParser"]
 
@@ -81,7 +81,7 @@ class SLCACLI(LightningCLI):
             help=(
                 "torch threads of this run (rollouts, updates, evaluation). Default: "
                 "OMP_NUM_THREADS when set, else the cores the machine's load average leaves "
-                "free, at least 1 (slca_lightning.cli.threads); logged and kept in provenance.json."
+                "free, at least 1 (slca_lightning.training.threads); logged and kept in provenance.json."
             ),
         )
         parser.add_argument(
@@ -150,11 +150,11 @@ class SLCACLI(LightningCLI):
             raise ConfigError("config", one_line(better)) from err
 
     def _instantiate_trainer(self, config: dict[str, Any], callbacks: list) -> Any:
-        """Lightning's trainer, with :class:`~slca_lightning.cli.console.StepProgressBar` (one
+        """Lightning's trainer, with :class:`~slca_lightning.training.console.StepProgressBar` (one
         bar counting optimiser steps) unless the progress bar is off or one is configured."""
         from lightning.pytorch.callbacks import ProgressBar
 
-        from slca_lightning.cli.console import StepProgressBar
+        from slca_lightning.training.console import StepProgressBar
 
         configured = [*(config.get("callbacks") or []), *callbacks]
         if config.get("enable_progress_bar", True) is not False and not any(

@@ -97,7 +97,7 @@ def _cli(
     import torch
 
     from slca_lightning.cli.app import SLCACLI
-    from slca_lightning.cli.console import quiet_console
+    from slca_lightning.training.console import quiet_console
 
     quiet_console()
     threads = torch.get_num_threads()

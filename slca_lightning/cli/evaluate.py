@@ -50,12 +50,12 @@ from typing import Any
 
 import yaml
 
-from slca_lightning.cli.threads import apply_threads
 from slca_lightning.config.checks import ConfigError, validate_config
 from slca_lightning.eval.plots import plot_bars
 from slca_lightning.eval.registry import EvalContext, available_evaluators, get_evaluator
 from slca_lightning.eval.tool_format import format_name, resolve_tool_format
 from slca_lightning.training.checkpoints import check_class_paths, load_checkpoint
+from slca_lightning.training.threads import apply_threads
 
 __all__ = ["build_parser", "find_run_config", "load_module", "main", "plain_text", "run_command"]
 

@@ -74,6 +74,10 @@ def provenance(config: dict | None = None, model_source: str | None = None) -> d
         path = warm_start(base=base) if base is not None else None
     elif isinstance(source, str) and os.path.isdir(os.path.expanduser(source)):
         path = os.path.expanduser(source)
+    elif isinstance(source, str):  # a Hub id: its snapshot folder in the HF cache, if there
+        from slca_lightning.models.hub import cached_hub_folder
+
+        path = cached_hub_folder(source)
     return {
         "versions": {
             "slca_lightning": slca_lightning.__version__,

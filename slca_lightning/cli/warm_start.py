@@ -98,7 +98,7 @@ def build(
         torch.set_num_threads(threads)
     lo, hi = WARM_STARTS[base]["selection"]["validation"]
     t0 = time.perf_counter()
-    from slca_lightning.cli.console import StepProgressBar
+    from slca_lightning.training.console import StepProgressBar
 
     run = train_warm_start(
         base,

@@ -389,7 +389,7 @@ RANGES: dict[str, dict[str, Range]] = {
     },
     "slca_lightning.eval.tau2.users.ScriptedUser": {"max_turns": COUNT},
     # -- callbacks -------------------------------------------------------------------------
-    "slca_lightning.cli.console.StepProgressBar": {"refresh_rate": COUNT},
+    "slca_lightning.training.console.StepProgressBar": {"refresh_rate": COUNT},
     "callbacks.periodic_eval.PeriodicEval": {"every_n_steps": COUNT_OR_NONE},
     "callbacks.in_domain_eval.InDomainEval": {
         "every_n_steps": COUNT_OR_NONE,

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from lightning.pytorch.utilities import rank_zero_warn
 
 from slca_lightning.advantages import (
@@ -53,8 +54,10 @@ from slca_lightning.models.pretrained import fill_learning_rate
 from slca_lightning.rewards import HierarchicalReward, RewardHead, check_channels
 from slca_lightning.rollout.record import RolloutRecord
 from slca_lightning.segmenters import MaskRunSegmenter, Segmenter
+from slca_lightning.training.console import StepProgressBar, quiet_console
 from slca_lightning.training.losses import logprob_mismatch, truncated_is_weight
 from slca_lightning.training.reference import drop_reference, restore_reference, weights_digest
+from slca_lightning.training.threads import ensure_threads
 from slca_lightning.training.update import PolicyUpdate, UpdateContext, UpdateSettings, step_times
 from slca_lightning.types import RolloutBatch, to_device
 
@@ -149,6 +152,7 @@ class SLCAGRPOModule(L.LightningModule):
         seed: int = 0,
     ) -> None:
         check_args(SLCAGRPOModule, locals(), "model")  # every numeric range (range_table)
+        quiet_console()  # used from Python, the console is the CLI's too
         super().__init__()
         if old_logprobs not in ("auto", "recompute", "rollout"):
             raise ValueError(
@@ -169,6 +173,19 @@ class SLCAGRPOModule(L.LightningModule):
         self._constant_streak: dict[str, int] = {}
         self.policy_update = PolicyUpdate(UpdateSettings.from_hparams(self.hparams))
         self._reference_digest: str | None = None
+
+    def setup(self, stage: str) -> None:
+        """Used from Python (``L.Trainer().fit(module, data)``), a fit gets what ``slca fit``
+        gets: its thread choice, and one step-counting progress bar in place of Lightning's
+        default per-epoch one (whose epochs mean nothing for an endless rollout stream:
+        ``Epoch 0/-2``); a progress bar of the user's own is kept."""
+        ensure_threads(where="SLCAGRPOModule")
+        trainer = self._trainer
+        bar = getattr(trainer, "progress_bar_callback", None)
+        if trainer is not None and type(bar) in (TQDMProgressBar, RichProgressBar):
+            step_bar = StepProgressBar("RL")
+            trainer.callbacks = [step_bar if c is bar else c for c in trainer.callbacks]
+            step_bar.setup(trainer, self, stage)  # the callbacks' setup hooks already ran
 
     def update_context(self) -> UpdateContext:
         """Where this module's update runs (device, one process or several, the data

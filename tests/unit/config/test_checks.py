@@ -136,7 +136,7 @@ CHECKED_BY_CONSTRUCTOR = [
     "slca_lightning.rollout.vllm_engine.VLLMEngine",
     "slca_lightning.models.sft.SFTModule",
     "slca_lightning.models.sft.SFTDataModule",
-    "slca_lightning.cli.console.StepProgressBar",
+    "slca_lightning.training.console.StepProgressBar",
     "callbacks.in_domain_eval.InDomainEval",
     "callbacks.heldout_table.HeldoutTable",
     "callbacks.bfcl_eval.BFCLEval",

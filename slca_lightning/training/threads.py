@@ -17,7 +17,12 @@ from __future__ import annotations
 import logging
 import os
 
-__all__ = ["apply_threads", "choose_threads", "threads_for_load"]
+__all__ = [
+    "apply_threads",
+    "choose_threads",
+    "ensure_threads",
+    "threads_for_load",
+]
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +66,21 @@ def choose_threads(setting: int | None = None) -> tuple[int, str]:
     return n, f"default: {cores} cores - load {load:.2f} (threads=N or OMP_NUM_THREADS to override)"
 
 
+_APPLIED: list[int] = []  # the count the last apply_threads set in this process
+
+
 def apply_threads(setting: int | None = None, where: str = "slca") -> int:
     """Set torch's intra-op threads by :func:`choose_threads`, log it, return the count."""
     import torch
 
     n, why = choose_threads(setting)
     torch.set_num_threads(n)
+    _APPLIED[:] = [n]
     log.info("%s: %d torch thread%s (%s)", where, n, "" if n == 1 else "s", why)
     return n
+
+
+def ensure_threads(where: str) -> int:
+    """The thread choice of :func:`apply_threads` when nothing in this process made one yet
+    (a fit from Python gets what ``slca fit`` gets); else the count already chosen."""
+    return _APPLIED[0] if _APPLIED else apply_threads(None, where)

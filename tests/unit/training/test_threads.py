@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from slca_lightning.cli import threads
 from slca_lightning.config.checks import ConfigError
+from slca_lightning.training import threads
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -51,7 +51,7 @@ def test_fit_applies_and_logs_threads_then_restores(tmp_path, caplog, monkeypatc
     monkeypatch.setattr(torch, "set_num_threads", lambda n: (seen.append(n), real(n)))
     before = torch.get_num_threads()
     config = ["--config", str(ROOT / "configs/quickstart.yaml")]
-    with caplog.at_level(logging.INFO, "slca_lightning.cli.threads"):
+    with caplog.at_level(logging.INFO, "slca_lightning.training.threads"):
         main([*config, "--threads", "1", f"--trainer.default_root_dir={tmp_path}"], run=False)
     assert seen[0] == 1 and "1 torch thread (the threads setting)" in caplog.text
     assert torch.get_num_threads() == before
