@@ -3,8 +3,8 @@
 Starts from the same cached warm start as the config (``model.model``: ``suite-sft`` or
 ``suite-pooled-sft``), continues SFT with that warm start's own recipe (its
 demonstrations, pooled ones included, which skip the held-out tasks, the
-auxiliary context loss, its batch size) at the learning rate the warm start ended on (its peak ×
-``final_lr_fraction``, held), until ``--seconds`` of wall time are spent, then evaluates
+auxiliary context loss, its batch size) at the learning rate its schedule had at the selected
+step (held), until ``--seconds`` of wall time are spent, then evaluates
 on the quickstart's held-out tasks exactly as its ``InDomainEval`` does (greedy, same
 caps, simulator and reward head, plus the reference judge)::
 
@@ -67,13 +67,19 @@ def main(argv: list[str] | None = None) -> int:
     from slca_lightning.cli.commands import main as cli_main
     from slca_lightning.eval.in_domain import evaluate_in_domain
     from slca_lightning.models.sft import SFTDataModule, SFTModule
-    from slca_lightning.models.warm_start import WARM_STARTS, warm_start
+    from slca_lightning.models.warm_start import (
+        WARM_STARTS,
+        learning_rate_at,
+        selected_step,
+        warm_start,
+    )
     from slca_lightning.rewards import ReferenceJudge
 
     name, base = warm_start_of(Path(args.config))
     spec = WARM_STARTS[base]
     recipe = dict(spec["recipe"])
-    lr = spec["learning_rate"] * recipe.pop("final_lr_fraction")
+    recipe.pop("final_lr_fraction")
+    lr = learning_rate_at(base, selected_step(name))  # where the warm start's schedule stood
     recipe["warmup_steps"] = 0
     lightning.seed_everything(args.seed, verbose=False)
     module = SFTModule(model=warm_start(base=base), learning_rate=lr, seed=args.seed, **recipe)

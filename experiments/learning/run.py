@@ -128,7 +128,8 @@ def rl_run(seed: int, args, runs: Path) -> dict:
     )
     train, evals = read_metrics(folder)
     cache = Path(os.environ.get("SLCA_CACHE") or Path.home() / ".cache" / "slca_lightning")
-    pattern = f"{cfg['model']['model']}-*/slca_warm_start.json"  # e.g. suite-sft-<hash>
+    # e.g. suite-pooled-sft-shipped-<sha>/slca_shipped_warm_start.json (or a trained cache)
+    pattern = f"{cfg['model']['model']}-*/slca_*warm_start.json"
     done_files = sorted(cache.glob(pattern), key=os.path.getmtime)
     if done_files:  # the newest warm start is this run's: its SFT time and settings
         (folder / "warm_start.json").write_text(done_files[-1].read_text())
@@ -203,12 +204,12 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=[str(CONFIG)],
         help="the RL config (default: the quickstart), then overlays merged over it, e.g. "
-        "configs/quickstart.yaml configs/overlays/pooled_demos.yaml",
+        "configs/quickstart.yaml configs/overlays/clean_demos.yaml",
     )
     p.add_argument("--router", default=None, help="another model.router class path")
     p.add_argument("--no-control", action="store_true")
     p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
-    p.add_argument("--runs", default=str(HERE / "results"))
+    p.add_argument("--runs", default=str(HERE / "results" / "quickstart"))
     p.add_argument("--out", default=str(HERE / "REPORT.md"))
     p.add_argument("--embed", default=None, help="also rewrite the README's learning block")
     p.add_argument(

@@ -135,7 +135,10 @@ def _unknown_key_error(message: str, parser: Any) -> str | None:
     unknown = unknown or re.search(r"does not accept option '([\w.]+)'", message)
     if unknown:
         key = unknown.group(1).lstrip("-")
-        close = _close(key, parser_keys(parser)) if parser is not None else []
+        known = parser_keys(parser) if parser is not None else []
+        if key in known:  # a known key given a value or form it does not take
+            return None
+        close = _close(key, known)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         return f"unknown key {key!r}{hint} (`slca fit --help` lists every key)"
     arg = re.search(r"^([\w.]+) \(([\w.]+)\): Option '(\w+)' is not accepted", message)
@@ -202,6 +205,30 @@ def _logger_error(message: str, argv: Sequence[str]) -> str | None:
     return None
 
 
+_GENERIC = (
+    "Expected a <class",
+    "Not a valid subclass of",
+    "Subclass types expect",
+    "a class path (str)",
+    "a dict with",
+    "a dict without",
+)
+
+
+def _constructor_error(message: str) -> str | None:
+    """A union-type failure whose real cause is a constructor's own exception (jsonargparse
+    lists it among the generic "Expected a <class ...>" lines): that cause alone."""
+    if "Does not validate against any of the Union subtypes" not in message:
+        return None
+    parts = [p.strip() for p in message.split(" - ")[1:]]
+    causes = [p for p in parts if p and not p.startswith(_GENERIC) and "Got value" not in p]
+    key = re.search(r'Parser key "([\w.]+)"', message)
+    if not causes:
+        return None
+    where = key.group(1) if key else ("trainer.logger" if "Logger" in message else "config")
+    return f"{where}: {causes[0]}"
+
+
 def explain(message: str, parser: Any = None, argv: Sequence[str] = ()) -> str:
     """``message`` made actionable (see the module docstring); unchanged when nothing
     applies."""
@@ -210,6 +237,7 @@ def explain(message: str, parser: Any = None, argv: Sequence[str] = ()) -> str:
         _logger_error(message, argv),
         _class_path_error(message),
         _unknown_key_error(message, parser),
+        _constructor_error(message),
     ):
         if better:
             return better

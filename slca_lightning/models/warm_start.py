@@ -36,6 +36,8 @@ from slca_lightning.models.loading import TINY_HIDDEN_SIZE, TINY_NUM_LAYERS
 __all__ = [
     "WARM_STARTS",
     "WarmStartRun",
+    "learning_rate_at",
+    "selected_step",
     "train_warm_start",
     "validation_batches",
     "validation_nll",
@@ -296,6 +298,28 @@ def train_warm_start(
     run.model, run.tokenizer = module.model.eval(), module.tokenizer
     run.seconds = round(time.perf_counter() - t0, 1)
     return run
+
+
+def learning_rate_at(base: str, step: int) -> float:
+    """The learning rate :func:`train_warm_start`'s schedule gives ``base``'s recipe after
+    ``step`` steps (linear warm-up, then linear decay to ``final_lr_fraction`` at ``steps``)."""
+    spec = WARM_STARTS[base]
+    recipe, total = spec["recipe"], spec["steps"]
+    warm, final = recipe["warmup_steps"], recipe["final_lr_fraction"]
+    ramp = min(1.0, (step + 1) / (warm + 1))
+    return spec["learning_rate"] * min(ramp, final + (1 - final) * max(0.0, 1 - step / total))
+
+
+def selected_step(name: str) -> int:
+    """The step a built-in warm start (``"suite-sft"``, ...) was selected at: the shipped
+    manifest's, else its recipe's full horizon."""
+    from slca_lightning.models import shipped
+    from slca_lightning.models.names import warm_start_base
+
+    info = shipped.manifest(name)
+    if info is not None:
+        return int(info["step"])
+    return int(WARM_STARTS[warm_start_base(name) or name]["steps"])
 
 
 def warm_start(

@@ -184,7 +184,7 @@ def test_stop_decision_overlay_credits_the_stop_token_as_a_tool_token(tmp_path):
     assert cli.model.reward_head.credit_abstention is True
 
 
-def test_pooled_demos_overlay_swaps_only_the_warm_start(tmp_path):
-    cli = quickstart_with("pooled_demos", tmp_path)
-    assert cli.model.hparams.model == "suite-pooled-sft"
+def test_clean_demos_overlay_swaps_only_the_warm_start(tmp_path):
+    cli = quickstart_with("clean_demos", tmp_path)
+    assert cli.model.hparams.model == "suite-sft"
     assert cli.model.hparams.learning_rate == 5e-5 and cli.model.reward_head.credit_abstention
