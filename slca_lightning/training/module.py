@@ -58,7 +58,13 @@ from slca_lightning.training.console import StepProgressBar, quiet_console
 from slca_lightning.training.losses import logprob_mismatch, truncated_is_weight
 from slca_lightning.training.reference import drop_reference, restore_reference, weights_digest
 from slca_lightning.training.threads import ensure_threads
-from slca_lightning.training.update import PolicyUpdate, UpdateContext, UpdateSettings, step_times
+from slca_lightning.training.update import (
+    PolicyUpdate,
+    UpdateContext,
+    UpdateSettings,
+    row_lengths,
+    step_times,
+)
 from slca_lightning.types import RolloutBatch, to_device
 
 
@@ -81,6 +87,11 @@ class SLCAGRPOModule(L.LightningModule):
         ppo_epochs: passes over each rollout batch (μ).
         mini_batches: optimiser steps per pass (the batch is split into this many parts).
         micro_batch_size: rows per forward/backward (gradient accumulation inside a mini-batch).
+        micro_batch_tokens: a token budget per forward/backward (None: off). Rows of a
+            mini-batch are sorted by length and packed so that rows × the longest row's
+            length stays within it (and rows ≤ ``micro_batch_size``); each micro-batch is cut
+            to its own longest row, so memory follows the budget, not the longest row of
+            the whole batch times the row count. The loss is the row split's.
         eps_low, eps_high: PPO clip range ``[1 − eps_low, 1 + eps_high]``.
         dual_clip: dual-clip constant for negative advantages (None = off).
         kl_coef: k3 KL-to-reference coefficient in the loss (0 = no reference model).
@@ -130,6 +141,7 @@ class SLCAGRPOModule(L.LightningModule):
         ppo_epochs: int = 1,
         mini_batches: int = 1,
         micro_batch_size: int = 8,
+        micro_batch_tokens: int | None = None,
         eps_low: float = 0.2,
         eps_high: float = 0.2,
         dual_clip: float | None = None,
@@ -266,6 +278,12 @@ class SLCAGRPOModule(L.LightningModule):
         # before any rollout: a router reading a channel the head lacks fails here, not at step 1
         check_channels(self.reward_head, self.router)
         dm = getattr(self.trainer, "datamodule", None)
+        if getattr(dm, "max_staleness", 0) and self.hparams.tis_cap is None:
+            raise ValueError(
+                f"data.max_staleness={dm.max_staleness} samples rollouts with weights up to "
+                f"{dm.max_staleness} updates old: set model.tis_cap (e.g. 2.0), the truncated "
+                "importance weight that corrects for the lag"
+            )
         if dm is not None and hasattr(dm, "prompts_per_step"):
             rows = dm.prompts_per_step * dm.group_size
             if rows < self.hparams.mini_batches:
@@ -369,11 +387,13 @@ class SLCAGRPOModule(L.LightningModule):
         gen = torch.Generator().manual_seed(hp.seed * 1_000_003 + step)
         ctx = self.update_context()
         plan = self.policy_update.partition(
-            batch.batch_size, gen
+            batch.batch_size, gen, row_lengths(batch)
         )  # the first epoch's micro-batches
         single_pass = hp.ppo_epochs == 1 and hp.mini_batches == 1
         engine = getattr(getattr(self.trainer, "datamodule", None), "engine", None)
+        stale = bool(getattr(getattr(self.trainer, "datamodule", None), "max_staleness", 0))
         untrusted = not getattr(engine, "logprobs_trusted", True) or hp.tis_cap is not None
+        untrusted = untrusted or stale  # sampled by older weights: recompute π_old
         if hp.old_logprobs == "rollout":
             old = batch.old_logprobs
         elif hp.old_logprobs == "recompute" or not single_pass or untrusted:

@@ -26,7 +26,14 @@ from slca_lightning.rollout.record import RolloutRecord
 from slca_lightning.training.losses import AGGREGATION_ALIASES, logprob_mismatch, policy_loss
 from slca_lightning.types import RolloutBatch
 
-__all__ = ["PolicyUpdate", "UpdateContext", "UpdateSettings", "step_times"]
+__all__ = [
+    "PolicyUpdate",
+    "UpdateContext",
+    "UpdateSettings",
+    "pack_by_tokens",
+    "row_lengths",
+    "step_times",
+]
 
 #: The phases of one step whose times add up to ``time/step``.
 STEP_PHASES = (
@@ -55,6 +62,16 @@ def step_times(metrics: dict[str, float]) -> dict[str, float]:
 _WEIGHTED_BY_TOKENS = {"token-mean", "dapo", "bnpo"}
 
 
+#: Logged as the optimiser steps' mean of each mini-batch's objective (Σ over micro-batches
+#: of weight × loss), whatever the micro-batch split; the other stats are token-weighted.
+_OBJECTIVE = ("loss", "pg_loss")
+
+
+def row_lengths(batch: RolloutBatch) -> torch.Tensor:
+    """``[B]`` real (attended) tokens per row of a right-padded batch."""
+    return batch.attention_mask.sum(dim=1)
+
+
 @dataclass(frozen=True)
 class UpdateSettings:
     """The module's settings the update reads (``model.*`` of a config, same names)."""
@@ -74,11 +91,37 @@ class UpdateSettings:
     max_grad_norm: float | None
     mask_truncated: bool
     seed: int
+    micro_batch_tokens: int | None = None
 
     @classmethod
     def from_hparams(cls, hparams: Any) -> UpdateSettings:
         """The settings of a module's ``hparams`` (a mapping with at least these keys)."""
-        return cls(**{f.name: hparams[f.name] for f in fields(cls)})
+        return cls(**{f.name: hparams[f.name] for f in fields(cls) if f.name in hparams})
+
+
+def pack_by_tokens(
+    rows: torch.Tensor, lengths: torch.Tensor, budget: int, max_rows: int
+) -> list[torch.Tensor]:
+    """Micro-batches of ``rows`` whose padded size (rows × the longest row's length) stays
+    within ``budget`` tokens, at most ``max_rows`` rows each: rows sorted by length, longest
+    first (stable), cut greedily. A row longer than the budget is a micro-batch alone.
+
+    ``lengths`` is ``[B]`` over the whole batch; ``rows`` indexes it. Example: lengths 9, 3,
+    3, 8 with budget 16 → ``[[0], [3, 1], [2]]`` (9 alone; 8 and 3 as 2 × 8 = 16; the last
+    3 would make 3 × 8).
+    """
+    order = rows[torch.argsort(lengths[rows], descending=True, stable=True)]
+    out: list[list[int]] = []
+    longest = 0
+    for r in order.tolist():
+        n = int(lengths[r])
+        if out and len(out[-1]) < max_rows and (len(out[-1]) + 1) * max(longest, n) <= budget:
+            out[-1].append(r)
+            longest = max(longest, n)
+        else:
+            out.append([r])
+            longest = n
+    return [torch.tensor(m, dtype=torch.long) for m in out]
 
 
 @dataclass
@@ -115,17 +158,36 @@ class PolicyUpdate:
             "return_entropy": entropy,
         }
         ids, am = batch.input_ids[rows], batch.attention_mask[rows]
+        width = ids.shape[1]
+        if st.micro_batch_tokens is not None:  # cut to this micro-batch's longest row
+            keep = int(am.sum(dim=1).max()) if len(rows) else width
+            ids, am = ids[:, :keep], am[:, :keep]
         if st.shared_prefix and ctx.single_process:
-            return grouped_logprobs(model, ids, am, batch.group_ids[rows], **kw)
-        return sequence_logprobs(model, ids, am, **kw)
+            out = grouped_logprobs(model, ids, am, batch.group_ids[rows], **kw)
+        else:
+            out = sequence_logprobs(model, ids, am, **kw)
+        if ids.shape[1] == width:
+            return out
+        pad = width - ids.shape[1]  # back to the batch's width: zeros on the cut padding
+        grow = lambda t: torch.nn.functional.pad(t, (0, pad))  # noqa: E731
+        return tuple(grow(t) for t in out) if isinstance(out, tuple) else grow(out)
 
-    def partition(self, b: int, gen: torch.Generator) -> list[list[torch.Tensor]]:
+    def partition(
+        self, b: int, gen: torch.Generator, lengths: torch.Tensor | None = None
+    ) -> list[list[torch.Tensor]]:
         """One PPO epoch's rows: mini-batches (shuffled when there are several), each a list
-        of micro-batches of at most ``micro_batch_size`` rows."""
+        of micro-batches of at most ``micro_batch_size`` rows, and with
+        ``micro_batch_tokens`` packed by ``lengths`` (``[B]`` real tokens per row):
+        :func:`pack_by_tokens`."""
         st = self.settings
         order = torch.randperm(b, generator=gen) if st.mini_batches > 1 else torch.arange(b)
-        minis = torch.tensor_split(order, st.mini_batches)
-        return [list(torch.split(mini, st.micro_batch_size)) for mini in minis if len(mini)]
+        minis = [m for m in torch.tensor_split(order, st.mini_batches) if len(m)]
+        if st.micro_batch_tokens is None or lengths is None:
+            return [list(torch.split(mini, st.micro_batch_size)) for mini in minis]
+        return [
+            pack_by_tokens(mini, lengths, st.micro_batch_tokens, st.micro_batch_size)
+            for mini in minis
+        ]
 
     @torch.no_grad()
     def full_logprobs(
@@ -138,7 +200,9 @@ class PolicyUpdate:
         """Log-probs of every row, computed micro-batch by micro-batch as in ``plan`` (the
         first epoch's partition), so the first update sees bit-identical values."""
         if plan is None:
-            plan = self.partition(batch.batch_size, torch.Generator().manual_seed(0))
+            plan = self.partition(
+                batch.batch_size, torch.Generator().manual_seed(0), row_lengths(batch)
+            )
         out = torch.zeros(batch.input_ids.shape, dtype=torch.float32, device=ctx.device)
         for mini in plan:
             for micro in mini:
@@ -228,9 +292,11 @@ class PolicyUpdate:
         (Lightning's ``manual_backward``: precision and strategy hooks)."""
         st = self.settings
         b = batch.batch_size
+        lengths = row_lengths(batch)
         if plan is None:
-            plan = self.partition(b, gen)
+            plan = self.partition(b, gen, lengths)
         sums: dict[str, float] = {}
+        objective: dict[str, float] = {}  # mean over optimiser steps of each step's objective
         tokens = 0.0
         grad_norms = []
         engine_logp = batch.old_logprobs if old is None else None  # mismatch on the fly
@@ -238,7 +304,7 @@ class PolicyUpdate:
         norm_len = self.norm_length(batch, ctx)
         params = [p for p in policy.parameters() if p.requires_grad]
         for epoch in range(st.ppo_epochs):
-            for micros in plan if epoch == 0 else self.partition(b, gen):
+            for micros in plan if epoch == 0 else self.partition(b, gen, lengths):
                 mini = torch.cat(micros)
                 optimizer.zero_grad(set_to_none=True)
                 mini_tokens = int(loss_mask[mini].sum())
@@ -287,6 +353,8 @@ class PolicyUpdate:
                     backward(loss * weight)
                     n = stats.pop("num_tokens")
                     tokens += n
+                    for k in _OBJECTIVE:  # the mini-batch's objective: Σ weight · loss
+                        objective[k] = objective.get(k, 0.0) + stats.pop(k) * weight
                     for k, v in stats.items():  # token-weighted means over micro-batches
                         sums[k] = sums.get(k, 0.0) + v * n
                 if not ran:  # every row skipped: the step an all-zero gradient takes
@@ -297,6 +365,7 @@ class PolicyUpdate:
                 optimizer.step()
                 scheduler.step()
         out = {f"train/{k}": v / max(tokens, 1.0) for k, v in sums.items()}
+        out.update({f"train/{k}": v / max(len(grad_norms), 1) for k, v in objective.items()})
         out["train/tokens"] = tokens / max(st.ppo_epochs, 1)
         out["train/grad_norm"] = sum(grad_norms) / max(len(grad_norms), 1)
         out["train/lr"] = float(scheduler.get_last_lr()[0])

@@ -167,3 +167,37 @@ def test_sigkill_mid_step_then_resume_logs_the_same_metrics(tmp_path):
     # the first turns' calls were real calls the simulator answered and cached on disk
     assert all(a[step]["rollout/tool_calls_per_episode"] == 1.0 for step in later)
     assert len(SimulatorCache(str(tmp_path / "shared.sqlite"))) > 0
+
+
+@pytest.mark.slow
+def test_sigkill_with_asynchronous_rollouts_resumes_every_batch_exactly_once(tmp_path):
+    """``data.max_staleness: 1``: the worker thread generating batch 3 (with the weights of 2
+    updates) SIGKILLs the process mid-rollout. The resumed run starts at the checkpoint's
+    first untrained batch: over the kept checkpoint and the resumed run each batch index
+    0…STEPS−1 is trained exactly once (batches generated ahead are dropped, not trained)."""
+    import torch
+
+    stale = ("--data.max_staleness=1", "--model.tis_cap=2.0")
+    killed = fit(tmp_path / "killed", tmp_path / "shared.sqlite", *stale, kill_at=KILL_AT)
+    code, log = finish(killed)
+    assert code == -signal.SIGKILL, log[-3000:]
+    ckpts = sorted((tmp_path / "killed" / "ckpt").glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+    assert ckpts, log[-3000:]
+    state = torch.load(ckpts[-1], map_location="cpu", weights_only=False)
+    served = state["datamodule_hyper_parameters"] if False else None
+    served = next(v["batches_served"] for k, v in state.items() if "RolloutDataModule" in k)
+    assert 1 <= served < STEPS
+    before = metrics(tmp_path / "killed")
+    kept = sorted(int(r["rollout/batch_index"]) for s, r in before.items() if s < served)
+    assert kept == list(range(served))
+    resumed = fit(
+        tmp_path / "resumed", tmp_path / "shared.sqlite", *stale, f"--ckpt_path={ckpts[-1]}"
+    )
+    code, log = finish(resumed)
+    assert code == 0, log[-3000:]
+    after = metrics(tmp_path / "resumed")
+    indices = sorted(
+        int(r["rollout/batch_index"]) for r in after.values() if "rollout/batch_index" in r
+    )
+    assert kept + indices == list(range(STEPS))
+    assert all(r["rollout/staleness"] <= 1 for r in after.values() if "rollout/staleness" in r)
