@@ -1,5 +1,5 @@
 """Lightning callbacks for evaluation and diagnostics (InDomainEval, BFCLEval, Tau2Eval,
-RolloutTable, GradientDiagnostics) live here, at the top level as the design card asks.
+RolloutTable, GradientDiagnostics, RunFolder) live here, at the top level as the design card asks.
 They only read what the module logs and the batches it sees; the module never imports them.
 """
 
@@ -10,6 +10,7 @@ from callbacks.in_domain_eval import InDomainEval
 from callbacks.periodic_eval import PeriodicEval
 from callbacks.reward_curves import RewardCurves
 from callbacks.rollout_table import RolloutTable
+from callbacks.run_folder import RunFolder
 from callbacks.simulator_stats import SimulatorStats
 from callbacks.tau2_eval import Tau2Eval
 
@@ -21,6 +22,7 @@ __all__ = [
     "PeriodicEval",
     "RewardCurves",
     "RolloutTable",
+    "RunFolder",
     "SimulatorStats",
     "Tau2Eval",
 ]

@@ -9,33 +9,18 @@ from lightning.pytorch.callbacks import Callback
 
 from callbacks.reward_curves import plot_curves
 from slca_lightning.config.checks import check_args
-from slca_lightning.eval.in_domain import evaluate_in_domain, markdown_rows
+from slca_lightning.eval.in_domain import (
+    cap_warning,
+    console_table,
+    evaluate_in_domain,
+    markdown_rows,
+    write_episodes,
+)
 from slca_lightning.rewards.base import RewardHead
 from slca_lightning.rewards.judges import SummaryJudge
+from slca_lightning.training.console import printable
 
-__all__ = ["InDomainEval", "second_judge_metrics", "write_episodes"]
-
-
-def write_episodes(path: str, episodes: list, rewards: Any) -> None:
-    """One JSON line per episode: what a transcript needs (see ``save_episodes``)."""
-    import json
-
-    from slca_lightning.eval.metrics import episode_stats
-
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        for i, ep in enumerate(episodes):
-            row = {
-                "task_id": ep.task.task_id,
-                "kind": ep.task.metadata.get("kind", ep.task.subset),
-                "question": ep.task.question,
-                "gold": [[[c.name, c.arguments] for c in step] for step in ep.task.gold_calls],
-                "turns": list(ep.assistant_texts),
-                "observations": [[r.content for r in turn] for turn in ep.tool_results],
-                "rewards": {k: float(v[i]) for k, v in rewards.channels.items()},
-                "exact": bool(episode_stats(ep).exact),
-            }
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+__all__ = ["InDomainEval", "second_judge_metrics"]
 
 
 def second_judge_metrics(head: Any, judge: SummaryJudge, episodes: list, name: str) -> dict:
@@ -68,10 +53,13 @@ class InDomainEval(Callback):
     - logs ``<prefix>/<metric>`` (``success@0.9``, ``name_f1``, ``arg_match``, ``process``,
       ``tool_call_validity``, ``tool_calls_per_episode``, ``redundancy``,
       ``tokens_per_episode``, …) to every logger at the current step;
-    - rewrites ``<log_dir>/<filename>``: a Markdown table with one row per evaluation so far;
-    - at the end of fit writes ``<log_dir>/<plot_filename>``: Success@0.9 per evaluation,
-      and the evaluated tool calls per episode beside the training rollouts'
-      ``rollout/tool_calls_per_episode``.
+    - rewrites ``<log_dir>/<filename>``: a Markdown table with one row per evaluation so far
+      (every metric); the console gets its key columns, at most 100 characters wide
+      (:func:`~slca_lightning.eval.in_domain.console_table`), and one warning line when
+      more than half of the episodes hit a token cap;
+    - at the end of fit writes ``<log_dir>/<plot_filename>``: strict tool accuracy and
+      Success@0.9 per evaluation, and the evaluated tool calls per episode beside the
+      training rollouts' ``rollout/tool_calls_per_episode``.
 
     Every rank runs the same tasks (a sharded model needs every rank to generate); rank
     zero writes the files.
@@ -98,7 +86,9 @@ class InDomainEval(Callback):
             summary gain is not just the training judge being gamed).
         save_episodes: also write ``<log_dir>/in_domain_episodes/step_<k>.jsonl``, one
             line per evaluated episode (task id, kind, question, gold calls, assistant turns,
-            observations, channel rewards, exact-call flag), for transcripts.
+            observations, finish reason, channel rewards, exact-call flag), for transcripts
+            (:func:`~slca_lightning.eval.in_domain.write_episodes`, which ``slca eval
+            --save-episodes`` uses too).
 
     Attributes:
         rows: ``[(label, step, metrics)]`` of every evaluation (kept in checkpoints).
@@ -184,8 +174,21 @@ class InDomainEval(Callback):
                 )
                 f.write(table + "\n")
             if self.verbose:
-                print(f"\nin-domain ({len(result.episodes)} held-out tasks, greedy):\n{table}\n")
+                brief = console_table([(n, m) for n, _, m in self.rows])
+                title = f"in-domain ({len(result.episodes)} held-out tasks, greedy; every column"
+                print(printable(f"\n{title} in {self.filename}):\n{brief}\n"))
+                self._warn_capped(dm, result.episodes)
         return result.metrics
+
+    def _warn_capped(self, datamodule, episodes: list) -> None:
+        sampling = getattr(datamodule, "sampling", None)
+        line = cap_warning(
+            episodes,
+            getattr(sampling, "max_new_tokens", None),
+            getattr(datamodule, "max_response_tokens", None),
+        )
+        if line:
+            print(printable(f"in-domain: warning: {line}"), flush=True)
 
     def _evaluated_at(self, step: int) -> bool:
         return bool(self.rows) and self.rows[-1][1] == step
@@ -216,16 +219,17 @@ class InDomainEval(Callback):
 
     # -- plot -----------------------------------------------------------------------------
     def panels(self) -> list[list[str]]:
-        """Panel 1: Success@0.9; panel 2: evaluated vs training-rollout calls per episode."""
+        """Panel 1: strict tool accuracy and Success@0.9; panel 2: evaluated vs
+        training-rollout calls per episode."""
         return [
-            [f"{self.prefix}/success@0.9"],
+            [f"{self.prefix}/tool_accuracy", f"{self.prefix}/success@0.9"],
             [f"{self.prefix}/tool_calls_per_episode", "rollout/tool_calls_per_episode"],
         ]
 
     def curves(self) -> dict[str, list[tuple[int, float]]]:
         """The plotted series, ``{name: [(step, value)]}``."""
         out: dict[str, list[tuple[int, float]]] = {}
-        for key in ("success@0.9", "tool_calls_per_episode"):
+        for key in ("tool_accuracy", "success@0.9", "tool_calls_per_episode"):
             series = [(s, m[key]) for _, s, m in self.rows if key in m]
             if series:
                 out[f"{self.prefix}/{key}"] = series

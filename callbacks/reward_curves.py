@@ -1,7 +1,8 @@
 """Record reward and eval metrics while training; plot them to a PNG (and a CSV) at the end.
 
-``plot_curves`` and ``write_history_csv`` are pure functions over a history
-``{metric: [(step, value), ...]}`` so that experiments can reuse them without a trainer.
+``plot_curves`` (its figure: ``curves_figure``) and ``write_history_csv`` are pure functions
+over a history ``{metric: [(step, value), ...]}`` so that experiments can reuse them without
+a trainer.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 from lightning.pytorch.callbacks import Callback
 
-__all__ = ["RewardCurves", "plot_curves", "write_history_csv"]
+__all__ = ["RewardCurves", "curves_figure", "plot_curves", "write_history_csv"]
 
 History = dict[str, list[tuple[int, float]]]
 
@@ -39,27 +40,17 @@ def _default_panels(keys: Sequence[str]) -> list[list[str]]:
     return list(panels.values())
 
 
-def plot_curves(
+def curves_figure(
     history: History,
-    path: str | os.PathLike,
     panels: Sequence[Sequence[str]] | None = None,
     title: str | None = None,
-) -> list[list[str]]:
-    """Plot each series of ``history`` against its step and save a PNG at ``path``.
-
-    Args:
-        history: metric name → ``[(step, value), ...]`` (any order; sorted by step here).
-        path: the PNG to write (parent folders are created).
-        panels: metric names per panel, top to bottom; names without data are left out and
-            empty panels dropped. Default: one panel per name prefix (``reward/...``).
-        title: an optional figure title.
-
-    Returns:
-        The panels drawn (metric names per panel); ``[]`` when there was nothing to plot, in
-        which case the PNG says "no data".
-    """
+) -> tuple[Any, list[list[str]]]:
+    """The figure :func:`plot_curves` saves (a matplotlib ``Figure`` on the Agg canvas) and
+    the panels drawn in it. Step axes carry whole steps only (``MaxNLocator(integer=True)``:
+    no tick at step 1.2)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     if panels is None:
         panels = _default_panels(list(history))
@@ -77,10 +68,35 @@ def plot_curves(
             marker = "o" if len(points) <= 60 else None
             ax.plot([s for s, _ in points], [v for _, v in points], label=key, marker=marker, ms=3)
         ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best")
     if title:
         fig.suptitle(title)
+    return fig, drawn
+
+
+def plot_curves(
+    history: History,
+    path: str | os.PathLike,
+    panels: Sequence[Sequence[str]] | None = None,
+    title: str | None = None,
+) -> list[list[str]]:
+    """Plot each series of ``history`` against its step and save a PNG at ``path``.
+
+    Args:
+        history: metric name → ``[(step, value), ...]`` (any order; sorted by step here).
+        path: the PNG to write (parent folders are created).
+        panels: metric names per panel, top to bottom; names without data are left out and
+            empty panels dropped. Default: one panel per name prefix (``reward/...``).
+        title: an optional figure title.
+
+    Returns:
+        The panels drawn (metric names per panel); ``[]`` when there was nothing to plot, in
+        which case the PNG says "no data". Steps are whole numbers on the axis
+        (:func:`curves_figure`).
+    """
+    fig, drawn = curves_figure(history, panels, title)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, format="png")
     return drawn

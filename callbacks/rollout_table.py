@@ -9,7 +9,6 @@ from __future__ import annotations
 import html
 import math
 import os
-import unicodedata
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from slca_lightning.config.checks import check_args
+from slca_lightning.training.console import printable
 
 __all__ = ["RolloutTable", "rollout_html"]
 
@@ -66,13 +66,6 @@ class _Row:
     rewards: dict[str, float]
     seg_adv: dict[str, tuple[float, float, float]]  # segment -> (mean, min, max)
     tokens: list[_Token]
-
-
-def _clean(text: str) -> str:
-    """Replace control characters (other than newline and tab) by visible escapes."""
-    return "".join(
-        c if c in "\n\t" or unicodedata.category(c) != "Cc" else f"\\x{ord(c):02x}" for c in text
-    )
 
 
 def _select_rows(group_ids: torch.Tensor, k: int) -> list[int]:
@@ -151,7 +144,7 @@ def _build_rows(record: Any, tokenizer: Any, num_episodes: int, max_tokens: int)
             if assistant[r, pos]:
                 seg = next((n for n in seg_names if masks[n][r, pos]), "other")
             tok_id = int(ids[r, pos])
-            tokens.append(_Token(_clean(decode(tok_id)), seg, float(adv[r, pos]), tok_id))
+            tokens.append(_Token(printable(decode(tok_id)), seg, float(adv[r, pos]), tok_id))
         seg_adv = {}
         for name in seg_names:
             values = adv[r][masks[name][r]]
@@ -237,14 +230,14 @@ def _print_rich(rows: list[_Row], step: int, console: Any) -> None:
     channels = list(dict.fromkeys(n for row in rows for n in row.rewards))
     table = Table(title=f"Rollouts at step {step}")
     for col in ["#", "task", "group", "finish", *(f"r/{n}" for n in channels)]:
-        table.add_column(col, overflow="fold")
+        table.add_column(printable(col), overflow="fold")
     table.add_column("A tool", overflow="fold")
     table.add_column("A summary", overflow="fold")
     for row in rows:
         rewards = [f"{row.rewards[n]:.3f}" if n in row.rewards else "—" for n in channels]
         cells = [str(row.index), row.task_id, str(row.group), row.finish, *rewards]
         cells += [_fmt_adv(row.seg_adv.get("tool")), _fmt_adv(row.seg_adv.get("summary"))]
-        table.add_row(*(Text(c) for c in cells))
+        table.add_row(*(Text(printable(c)) for c in cells))
     console.print(table)
     legend = Text.assemble(
         ("tool", _RICH_STYLES["tool"]),
@@ -257,9 +250,9 @@ def _print_rich(rows: list[_Row], step: int, console: Any) -> None:
     )
     console.print(legend)
     for row in rows:
-        console.print(Rule(Text(f"#{row.index} · {row.task_id} · {row.finish}")))
+        console.print(Rule(Text(printable(f"#{row.index} · {row.task_id} · {row.finish}"))))
         text = Text()
-        for tok in row.tokens:
+        for tok in row.tokens:  # already printable (_build_rows)
             text.append(tok.text, style=_RICH_STYLES.get(tok.seg, "magenta"))
         console.print(text)
 

@@ -21,6 +21,15 @@ per-category accuracy and overall, τ²'s Pass^k); ``<out>/summary.json`` holds 
 :mod:`slca_lightning.eval.registry`; options reach them as ``--arg <name>.<key>=<value>``
 (the value read as YAML).
 
+``--max-new-tokens N`` replaces the config's ``data.max_new_tokens`` (the token cap of each
+reply). When more than half of an evaluator's episodes hit a token cap, one warning line on
+stderr says so and names the setting to raise (their scores are of cut-off replies), and
+``summary.json`` keeps the fraction under ``capped``. ``--save-episodes`` writes every
+episode an evaluator scored (in-domain: one per held-out task) to
+``<out>/<name>_episodes.jsonl``, one JSON line each, the transcripts that the fit callback
+InDomainEval writes with ``save_episodes: true``
+(:func:`~slca_lightning.eval.in_domain.write_episodes`).
+
 Every evaluator reads the model's calls in the run's tool-call format: the config's
 ``data.tool_format`` (the run's ``config.yaml`` beside a checkpoint), or ``--tool-format``
 (``hermes``, ``json``, ``llama3_json``, ``mistral``, ``template:<name>`` or a
@@ -37,6 +46,7 @@ under ``slca_lightning`` or ``callbacks`` or a prefix given with ``--trust_class
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import logging
@@ -51,10 +61,17 @@ from typing import Any
 import yaml
 
 from slca_lightning.config.checks import ConfigError, validate_config
+from slca_lightning.eval.in_domain import (
+    cap_warning,
+    capped_episodes,
+    console_table,
+    write_episodes,
+)
 from slca_lightning.eval.plots import plot_bars
 from slca_lightning.eval.registry import EvalContext, available_evaluators, get_evaluator
 from slca_lightning.eval.tool_format import format_name, resolve_tool_format
 from slca_lightning.training.checkpoints import check_class_paths, load_checkpoint
+from slca_lightning.training.console import printable
 from slca_lightning.training.threads import apply_threads
 
 __all__ = ["build_parser", "find_run_config", "load_module", "main", "plain_text", "run_command"]
@@ -216,6 +233,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="a slca fit YAML (data: and, with --model, model:)")
     p.add_argument("--evaluators", default="in_domain", help="comma-separated names")
     p.add_argument("--num-tasks", type=int, default=None, help="in_domain held-out tasks")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="token cap of each reply, replacing the config's data.max_new_tokens",
+    )
+    p.add_argument(
+        "--save-episodes",
+        action="store_true",
+        help="write the episodes each evaluator scored to <out>/<name>_episodes.jsonl",
+    )
     p.add_argument("--arg", action="append", default=[], help="<evaluator>.<option>=<value>")
     p.add_argument("--out", default="eval", help="folder for the tables and summary.json")
     p.add_argument(
@@ -265,8 +294,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if config is None:
             log.warning("no config.yaml beside %s: using the default data module", args.checkpoint)
     trust = args.trust_class_prefix
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise ValueError(f"--max-new-tokens: must be an integer >= 1, got {args.max_new_tokens}")
     module = load_module(args.checkpoint, args.model, config, trust, found)
-    datamodule = _instantiate(config, ["data"], trust=trust if found else None)["data"]
+    caps = {} if args.max_new_tokens is None else {"data": {"max_new_tokens": args.max_new_tokens}}
+    datamodule = _instantiate(config, ["data"], caps, trust=trust if found else None)["data"]
     if tool_format is not None:  # before connect(): the agent loop takes it from there
         tool_format.check_turn_end(datamodule.turn_end)
         datamodule.tool_format = tool_format
@@ -280,10 +312,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "metrics": {},
         "seconds": {},
         "plots": {},
+        "capped": {},
+        "episodes": {},
     }
     for name, fn in evaluators.items():
         t0 = time.perf_counter()
-        result = fn(EvalContext(module, datamodule, options[name], args.out))
+        scored = _ScoredEpisodes.around(module)
+        try:
+            result = fn(EvalContext(module, datamodule, options[name], args.out))
+        finally:
+            scored.detach(module)
         summary["seconds"][name] = round(time.perf_counter() - t0, 3)
         summary["metrics"][name] = {k: _clean(float(v)) for k, v in result.metrics.items()}
         path = os.path.join(args.out, f"{name}.md")
@@ -294,10 +332,87 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             summary["plots"][name] = plot_bars(
                 result.bars, png, f"{name} ({os.path.basename(source)})", "rate"
             )
-        print(f"\n{name}:\n{result.markdown}")
+        if name == "in_domain" and result.metrics:  # the key columns: the full table is the .md
+            brief = console_table([(os.path.basename(source), result.metrics)])
+            print(printable(f"\n{name} (every column in {path}):\n{brief}"))
+        else:
+            print(printable(f"\n{name}:\n{result.markdown}"))
+        if scored.episodes:
+            _report_episodes(name, scored, datamodule, args, summary)
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     return summary
+
+
+class _ScoredEpisodes:
+    """The module's reward head, scoring as before, keeping every episode it scores and
+    the rewards it gave them (what ``--save-episodes`` writes and the cap check reads)."""
+
+    def __init__(self, head: Any) -> None:
+        self.head = head
+        self.episodes: list[Any] = []
+        self.outputs: list[Any] = []
+
+    @classmethod
+    def around(cls, module: Any) -> _ScoredEpisodes:
+        """Put a recorder in place of ``module.reward_head`` (left alone, recording nothing,
+        where the module does not take one)."""
+        scored = cls(getattr(module, "reward_head", None))
+        if scored.head is not None:
+            with contextlib.suppress(TypeError):  # a head registered as a torch submodule
+                module.reward_head = scored
+        return scored
+
+    def detach(self, module: Any) -> None:
+        """Give ``module`` its own reward head back."""
+        if getattr(module, "reward_head", None) is self:
+            module.reward_head = self.head
+
+    def __call__(self, episodes: list) -> Any:
+        out = self.head(episodes)
+        self.episodes += list(episodes)
+        self.outputs.append(out)
+        return out
+
+    def __getattr__(self, name: str) -> Any:  # lambda_process, judge, channel_names, ...
+        if name == "head":
+            raise AttributeError(name)
+        return getattr(self.head, name)
+
+    def rewards(self) -> Any:
+        """The channels of every scored episode, in order (``.channels[name][i]``)."""
+        from types import SimpleNamespace
+
+        import torch
+
+        names = [k for k in self.outputs[0].channels if all(k in o.channels for o in self.outputs)]
+        return SimpleNamespace(
+            channels={
+                k: torch.cat([o.channels[k].reshape(-1) for o in self.outputs]) for k in names
+            }
+        )
+
+
+def _report_episodes(
+    name: str, scored: _ScoredEpisodes, datamodule: Any, args: Any, summary: dict
+) -> None:
+    """The cap warning (stderr) and ``--save-episodes`` for one evaluator's episodes."""
+    max_new = getattr(getattr(datamodule, "sampling", None), "max_new_tokens", None)
+    count = capped_episodes(scored.episodes, max_new)
+    summary["capped"][name] = round(count["capped"] / max(1, count["episodes"]), 4)
+    line = cap_warning(
+        scored.episodes,
+        max_new,
+        getattr(datamodule, "max_response_tokens", None),
+        raise_reply="--max-new-tokens (data.max_new_tokens)",
+        raise_episode="data.max_response_tokens (--config)",
+    )
+    if line:
+        sys.stderr.write(printable(f"slca eval: warning: {name}: {line}") + "\n")
+    if args.save_episodes:
+        path = os.path.join(args.out, f"{name}_episodes.jsonl")
+        write_episodes(path, scored.episodes, scored.rewards())
+        summary["episodes"][name] = path
 
 
 def run_command(argv: Sequence[str] | None = None) -> None:

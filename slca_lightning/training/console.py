@@ -9,6 +9,8 @@
   advertisements, "max_steps reached" under a bar that shows it, transformers' per-load
   "Loading weights" bars) and prints every other Lightning info line at most once per
   process (the warm start's nested trainer repeated the GPU/TPU lines).
+- :func:`printable` escapes control characters (a random model's sampled bytes) in text
+  bound for the terminal, keeping newlines and tabs.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import unicodedata
 import warnings
 from typing import Any
 
@@ -24,7 +27,7 @@ from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
 
 from slca_lightning.config.checks import check_args
 
-__all__ = ["NOISE", "OnceFilter", "StepProgressBar", "quiet_console"]
+__all__ = ["NOISE", "OnceFilter", "StepProgressBar", "printable", "quiet_console"]
 
 #: Warning messages (regular expressions) that say nothing a user can act on.
 NOISE: tuple[str, ...] = (
@@ -66,6 +69,27 @@ class OnceFilter(logging.Filter):
 
 
 _FILTER = OnceFilter()
+
+#: Characters that move the cursor, reorder or clear what a terminal shows without being
+#: control characters (category ``Cc``): line/paragraph separators, bidirectional overrides.
+_INVISIBLE = frozenset("\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: every control character (C0, DEL, C1: ESC sequences,
+    carriage returns, bells) and every line-separator or bidirectional-override character
+    becomes a visible escape (``\\x1b``, ``\\u202e``); newlines and tabs stay as they are."""
+    out = []
+    for c in str(text):
+        if c in "\n\t":
+            out.append(c)
+        elif unicodedata.category(c) == "Cc":
+            out.append(f"\\x{ord(c):02x}")
+        elif c in _INVISIBLE:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def quiet_console() -> None:
