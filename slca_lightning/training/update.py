@@ -110,6 +110,7 @@ def pack_by_tokens(
     3, 8 with budget 16 → ``[[0], [3, 1], [2]]`` (9 alone; 8 and 3 as 2 × 8 = 16; the last
     3 would make 3 × 8).
     """
+    rows, lengths = rows.cpu(), lengths.cpu()  # a plan of row indices, on the host
     order = rows[torch.argsort(lengths[rows], descending=True, stable=True)]
     out: list[list[int]] = []
     longest = 0

