@@ -3,7 +3,7 @@
 ::
 
     python experiments/smollm2/lr_check.py --model smollm2-135m-instruct --out experiments/smollm2/results/lr_check.json
-    python experiments/smollm2/lr_check.py --table experiments/smollm2/results/lr_check.json --embed README.md
+    python experiments/smollm2/lr_check.py --table experiments/smollm2/results/lr_check.json --embed experiments/smollm2/README.md
 
 From the same starting weights, for each learning rate: ``--steps`` AdamW steps (betas 0.9,
 0.95, no warm-up: the worst case) of the SFT loss on one fixed batch of suite demonstrations
@@ -32,7 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
 from experiments.common import replace_block
 
-#: The README block this check writes (``--embed README.md``).
+#: The README block this check writes (``--embed experiments/smollm2/README.md``).
 BEGIN, END = "<!-- lr check: begin -->", "<!-- lr check: end -->"
 
 

@@ -19,7 +19,16 @@ Three stages, each a child process whose wall time and peak RSS are recorded:
    official checker) on a fixed subset (``--bfcl-categories``, ``N`` seeded entries each) of
    the SFT folder and of the RL run's last checkpoint.
 
-``--sft-from <out>`` reuses another run's SFT stage and folder (an RL seed over one SFT).
+5. with ``--control``: ``control``, the SFT folder trained by more SFT (the same recipe and
+   demonstrations, this seed's order, the learning rate the SFT ended on, held) for the RL
+   stage's training time (its steps' ``time/step``), then ``control_eval``, its held-out
+   evaluation as in ``base``.
+
+``--pooled F`` makes a fraction ``F`` of the SFT demonstrations write their calls'
+arguments as a JSON string (``SFTDataModule.string_arguments_fraction``, the suite model's
+``suite-pooled-sft`` recipe). ``--rl-overlay`` adds a config to the RL stage (e.g.
+``configs/overlays/stop_decision.yaml``). ``--sft-from <out>`` reuses another run's SFT stage
+and folder (an RL seed over one SFT).
 A stage whose ``<out>/<stage>/result.json`` exists is not run again (resumable). The
 table (strict tool accuracy, Success@0.9, name F1, ArgMatch, calls per episode, abstention
 accuracy, wall time, peak RSS) is written to ``<out>/REPORT.md``.
@@ -29,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -46,6 +56,7 @@ COLUMNS = (
     "arg_match",
     "tool_calls_per_episode",
     "abstention_accuracy",
+    "tool_call_validity",
 )
 
 
@@ -128,6 +139,7 @@ def run(args) -> dict:
         csv, f"--trainer.logger.init_args.save_dir={out / 'sft'}",
         "--trainer.logger.init_args.name=logs", f"--seed_everything={args.seed}",
         "--trainer.enable_progress_bar=false", *threads,
+        *([f"--data.string_arguments_fraction={args.pooled}"] if args.pooled else []),
     ], args.threads, lambda folder: {})  # fmt: skip
     bfcl = ["--evaluators", "bfcl", "--arg", f"bfcl.categories={args.bfcl_categories}",
             "--arg", f"bfcl.limit={args.bfcl}", *threads]  # fmt: skip
@@ -152,7 +164,10 @@ def run(args) -> dict:
         f"--seed_everything={args.seed}", f"--model.seed={args.seed}", f"--data.seed={args.seed}",
         f"--data.prompts_per_step={args.prompts}", *threads,
         *([f"--model.learning_rate={args.rl_lr}"] if args.rl_lr else []),
+        *([f"--config={args.rl_overlay}"] if args.rl_overlay else []),
     ], args.threads, _rl_figures)  # fmt: skip
+    if args.control:
+        control(out, stages, sft_model, args)
     if args.bfcl:
         if source is not None:
             bfcl_sft()
@@ -162,6 +177,34 @@ def run(args) -> dict:
         ], args.threads, _bfcl_metrics)  # fmt: skip
     report(out, stages, args)
     return stages
+
+
+def control(out: Path, stages: dict, sft_model: Path, args) -> None:
+    """The control: RL's training time spent on more SFT of the same folder, evaluated."""
+    import yaml
+
+    cli, threads = "slca_lightning.cli.commands", ["--threads", str(args.threads)]
+    recipe = yaml.safe_load((ROOT / "configs/sft_smollm2.yaml").read_text())["model"]
+    lr = recipe["learning_rate"] * recipe.get("final_lr_fraction", 1.0)  # where SFT ended
+    seconds = round(sum(stages["rl"].get("step_seconds") or [0.0]))
+    hms = f"00:{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+    model = out / "control_model"
+    csv = "--trainer.logger=lightning.pytorch.loggers.CSVLogger"
+    stages["control"] = _stage(out, "control", [
+        cli, "sft", "--config", str(ROOT / "configs/sft_smollm2.yaml"),
+        f"--model.model={sft_model}", "--trainer.max_steps=-1", f"--trainer.max_time={hms}",
+        f"--model.learning_rate={lr}", "--model.warmup_steps=0", "--model.final_lr_fraction=1.0",
+        f"--model.output_dir={model}", f"--trainer.default_root_dir={out / 'control'}",
+        csv, f"--trainer.logger.init_args.save_dir={out / 'control'}",
+        "--trainer.logger.init_args.name=logs", f"--seed_everything={args.seed}",
+        f"--data.seed={args.seed}", "--trainer.enable_progress_bar=false", *threads,
+        *([f"--data.string_arguments_fraction={args.pooled}"] if args.pooled else []),
+    ], args.threads, lambda folder: {"seconds_budget": seconds, "learning_rate": lr})  # fmt: skip
+    stages["control_eval"] = _stage(out, "control_eval", [
+        cli, "eval", "--model", str(model), "--config", str(ROOT / "configs/smollm2.yaml"),
+        "--evaluators", "in_domain", "--num-tasks", str(args.eval_tasks), "--save-episodes",
+        "--out", str(out / "control_eval"), *threads,
+    ], args.threads, _base_metrics)  # fmt: skip
 
 
 def _fmt(v) -> str:
@@ -188,6 +231,12 @@ def report(out: Path, stages: dict, args) -> str:
         "| stage | " + " | ".join(COLUMNS) + " | wall (min) | peak RSS (GB) |",
         "|---|" + "---:|" * (len(COLUMNS) + 2),
     ]
+    if "control_eval" in stages:
+        budget = stages["control"].get("seconds_budget", 0)
+        rows.append(
+            (f"control: SFT for RL's {budget} s", stages["control_eval"]["metrics"],
+             stages["control"])
+        )  # fmt: skip
     for name, metrics, stage in rows:
         vals = " | ".join(_fmt(metrics.get(k)) for k in COLUMNS)
         lines.append(
@@ -215,20 +264,21 @@ def report(out: Path, stages: dict, args) -> str:
 BEGIN, END = "<!-- smollm2 smoke: begin -->", "<!-- smollm2 smoke: end -->"
 
 
-def readme_block(out: Path) -> str:
-    """What the README shows of ``<out>/REPORT.md``: its command, its table and step times."""
+def readme_block(out: Path, readme_dir: Path = ROOT / "experiments" / "smollm2") -> str:
+    """What experiments/smollm2/README.md shows of ``<out>/REPORT.md``: its command, its
+    table and step times (the report linked relative to ``readme_dir``)."""
     report_text = (out / "REPORT.md").read_text()
     command = next(line for line in report_text.splitlines() if line.startswith("Command:"))
     table = report_text[report_text.index("| stage |") :]
     end = table.find("\n", table.find("RL step time:")) if "RL step time:" in table else -1
     table = (table[:end] if end > 0 else table.split("\n\n")[0]).strip()
-    rel = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    rel = os.path.relpath(out, readme_dir) if out.is_relative_to(ROOT) else out
     return f"{command} ([REPORT]({rel}/REPORT.md))\n\n{table}\n"
 
 
 def embed(readme: Path, out: Path) -> None:
     """Rewrite the block between the smoke markers of ``readme`` from ``<out>/REPORT.md``."""
-    replace_block(readme, BEGIN, END, readme_block(out))
+    replace_block(readme, BEGIN, END, readme_block(out, readme.resolve().parent))
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -243,6 +293,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--prompts", type=int, default=4, help="RL prompts per step (× group 8)")
     p.add_argument("--rl-lr", type=float, default=None, help="RL learning rate (default: config)")
     p.add_argument("--sft-from", metavar="OUT", help="reuse this run's SFT stage and folder")
+    p.add_argument("--pooled", type=float, default=0.0, help="string-arguments fraction of SFT")
+    p.add_argument("--control", action="store_true", help="and the SFT-for-RL's-time control")
+    p.add_argument("--rl-overlay", default=None, help="a config added to the RL stage")
     p.add_argument("--bfcl", type=int, default=0, help="BFCL entries per category (0: skip)")
     p.add_argument("--bfcl-categories", default="simple_python,multiple,irrelevance")
     p.add_argument("--embed", metavar="README", help="only copy <out>/REPORT.md's table into it")

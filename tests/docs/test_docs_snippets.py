@@ -1,6 +1,6 @@
 """Every command and Python block of the docs runs here, or says why it does not.
 
-Each Markdown file under ``docs/`` (recursively) is read for fenced blocks. A ``python``,
+The README and each Markdown file under ``docs/`` (recursively) are read for fenced blocks. A ``python``,
 ``bash``/``sh``/``shell`` or ``console`` block either runs, or the line before its fence
 (blank lines skipped) is a marker with its reason::
 
@@ -101,7 +101,7 @@ def blocks(page: Path) -> list[Block]:
     return out
 
 
-PAGES = sorted(DOCS.rglob("*.md"))
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]  # the README is a page too
 
 
 def test_every_block_runs_or_says_why_not():
@@ -206,7 +206,7 @@ def run_console(block: Block, cwd: Path) -> None:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("page", run_pages(), ids=lambda p: str(p.relative_to(DOCS)))
+@pytest.mark.parametrize("page", run_pages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_page_blocks_run(page, workdir):
     for block in blocks(page):
         if block.title is not None:

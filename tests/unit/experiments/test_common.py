@@ -36,13 +36,13 @@ def test_missing_or_misordered_markers_name_the_file_and_marker(tmp_path, text, 
 
 
 def test_readme_lr_check_block_is_the_committed_check():
-    """The README's learning-rate table is lr_check.py's rendering of its committed JSON."""
+    """experiments/smollm2/README.md's learning-rate table is lr_check.py's rendering of its committed JSON."""
     import json
 
     from experiments.smollm2 import lr_check
 
     result = json.loads((ROOT / "experiments/smollm2/results/lr_check.json").read_text())
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "experiments" / "smollm2" / "README.md").read_text()
     block = readme.split(lr_check.BEGIN, 1)[1].split(lr_check.END, 1)[0]
     assert block.strip() == lr_check.table(result).strip()
     defaults = [r for r in result["rows"] if r["default_for"]]

@@ -1,5 +1,5 @@
-"""The README's SmolLM2 smoke block is the committed run's REPORT.md table (written by
-``python experiments/smollm2/run.py --embed README.md``), never typed in."""
+"""experiments/smollm2/README.md's smoke block is the committed run's REPORT.md table (written by
+``python experiments/smollm2/run.py --embed experiments/smollm2/README.md``), never typed in."""
 
 from pathlib import Path
 
@@ -10,7 +10,7 @@ RESULTS = ROOT / "experiments" / "smollm2" / "results" / "smoke"
 
 
 def test_readme_block_is_the_committed_report():
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "experiments" / "smollm2" / "README.md").read_text()
     block = text.split(BEGIN, 1)[1].split(END, 1)[0]
     assert block.strip() == readme_block(RESULTS).strip()
     assert "| SFT + SLCA-GRPO" in block

@@ -39,13 +39,13 @@ def test_paired_flips_names_a_missing_evaluation(tmp_path):
 
 
 def test_readme_effect_block_is_the_committed_runs_summary():
-    """The README's RL-effect table is ``seeds.py``'s summary of the committed runs."""
+    """experiments/smollm2/README.md's RL-effect table is ``seeds.py``'s summary of the committed runs."""
     from pathlib import Path
 
     from experiments.smollm2.seeds import BEGIN, END
 
     root = Path(__file__).resolve().parents[3]
     runs = [root / "experiments/smollm2/results" / f"effect_seed{s}" for s in (0, 1)]
-    block = (root / "README.md").read_text().split(BEGIN, 1)[1].split(END, 1)[0]
+    block = (root / "experiments" / "smollm2" / "README.md").read_text().split(BEGIN, 1)[1].split(END, 1)[0]
     assert block.strip() == summarize(runs).strip()
     assert "| pooled (2 seeds) |" in block
