@@ -1,9 +1,15 @@
-"""The credit-assignment study: five estimators × seeds × summary-noise levels, one command.
+"""The credit-assignment study: a dose-response in summary-judge noise σ, one command.
 
 ::
 
     python experiments/credit_assignment/run.py                 # the full study, resumable run by run
-    python experiments/credit_assignment/run.py --quick --out /tmp/ca.md   # every path, seconds
+    python experiments/credit_assignment/run.py --quick --out /tmp/ca.md   # every path, 1-2 min
+
+The default design (``--design dose-response``): SLCA-GRPO and GRPO at σ ∈ {0, 0.5, 1, 2}
+and ToolPO, RLTR and MT-GRPO at σ ∈ {0, 0.5}, each × seeds 0–4 (70 runs), all from the
+shipped ``suite-pooled-sft`` weights; the SLCA/GRPO pairs of every σ run first, seed by
+seed, so the first runs give a first reading of the whole curve. ``--design grid`` is the
+full cross ``--methods`` × ``--noise`` × ``--seeds`` (the archived studies' shape).
 
 Every run is ``slca fit --config experiments/credit_assignment/base.yaml`` plus a per-run
 overlay that sets only the router (the method), the judge's noise level and the seed, so
@@ -12,7 +18,7 @@ same reward head (HierR over a reply-only rule judge plus seeded noise, with the
 RLTR channels computed for everyone). Runs go through ``slca_lightning.cli.commands.main`` in
 worker processes (``--workers``, each with ``cores / workers`` torch threads); each writes
 ``<runs>/noise<σ>/<method>/seed<k>/`` (the overlay, ``metrics.csv``, a log), and
-``report.py`` turns them into the Markdown report and the PNG curves.
+``report.py`` turns them into the Markdown report, the dose-response plot and the curves.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import multiprocessing
 import os
 import shlex
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,10 +42,20 @@ sys.path.insert(0, str(ROOT))  # run as a script
 
 from experiments.credit_assignment import report  # noqa: E402
 from experiments.credit_assignment.checks import ROUTERS  # noqa: E402
-from experiments.credit_assignment.summary import load_runs  # noqa: E402
+from experiments.credit_assignment.summary import load_runs, warm_start_id  # noqa: E402
 
 #: The estimators of METHOD §5, each one ``model.router`` line.
 METHODS = ROUTERS
+
+#: The dose-response design, in the order its runs are made: each phase is (methods, σ
+#: levels), its runs seed by seed, σ by σ, method by method. SLCA and GRPO at every σ come
+#: first (the two runs of a pair side by side on two workers): after the first seed the
+#: whole curve has one reading, after two the first intervals.
+DOSE_RESPONSE: tuple[tuple[tuple[str, ...], tuple[float, ...]], ...] = (
+    (("slca", "grpo"), (0.0, 0.5, 1.0, 2.0)),
+    (("toolpo", "rltr", "mtgrpo"), (0.0, 0.5)),
+)
+DESIGNS = ("dose-response", "grid")
 
 
 #: ``base.yaml``: its InDomainEval entry (held-out episodes scored with the judge's
@@ -163,19 +180,54 @@ def finished(job: Job) -> bool:
     return same and not done.get("error")
 
 
-def other_starts(jobs: list[Job], sha256: str) -> dict[str, list[str]]:
-    """Finished runs of ``jobs`` that began from other warm-start weights than ``sha256``
-    (their ``provenance.json``): SHA-256 prefix → folders. A warm start rebuilt on another
-    machine can come out with other weights, and pairing across them confounds the study."""
+def other_starts(jobs: list[Job], start: str) -> dict[str, list[str]]:
+    """Finished runs of ``jobs`` that began from other warm-start weights than ``start``
+    (a :func:`~experiments.credit_assignment.summary.warm_start_id`, or a SHA-256 whose
+    first 10 digits are one), read from their ``provenance.json``: id → folders. A warm
+    start rebuilt on another machine can come out with other weights, and pairing across
+    them confounds the study; a shipped warm start is the same weights on every machine."""
     out: dict[str, list[str]] = {}
     for job in jobs:
         prov = Path(job.folder) / "logs" / "version_0" / "provenance.json"
         if not finished(job) or not prov.is_file():
             continue
-        theirs = json.loads(prov.read_text()).get("model_sha256")
-        if theirs and theirs != sha256:
-            out.setdefault(theirs[:10], []).append(job.folder)
+        theirs = warm_start_id(json.loads(prov.read_text()))
+        if theirs and theirs != start[:10]:
+            out.setdefault(theirs, []).append(job.folder)
     return out
+
+
+def study_model(args) -> str:
+    """The model every run of the study starts from (``base.yaml``'s, or ``--set``'s)."""
+    import yaml
+
+    return args.overrides.get("model.model") or yaml.safe_load(BASE.read_text())["model"]["model"]
+
+
+def start_of(model: str, allow_unshipped: bool) -> str | None:
+    """The warm-start id (:func:`~experiments.credit_assignment.summary.warm_start_id`) that
+    ``model``'s runs will record, or None when ``model`` is no built-in warm start (a
+    random model, a folder). A built-in warm start that is not shipped in this checkout
+    stops the study unless ``allow_unshipped``: it would be trained here, and a warm start
+    trained on other CPUs or library versions comes out with other weights."""
+    from slca_lightning.cli.provenance import folder_digest
+    from slca_lightning.models import shipped
+    from slca_lightning.models.names import warm_start_base
+    from slca_lightning.models.warm_start import warm_start
+
+    base = warm_start_base(model)
+    if base is None:
+        return None
+    if not shipped.is_shipped(model) and not allow_unshipped:
+        raise SystemExit(
+            f"{model} is not shipped in this checkout ({shipped.WEIGHTS_DIR / (model + '.json')} "
+            "is missing): the study's runs all begin from the shipped weights, identical on "
+            "every machine, and a warm start trained here would not be. Install the package "
+            "data (slca_lightning/models/weights/README.md), or pass --mixed-starts to train "
+            "and use this machine's own."
+        )
+    folder = warm_start(base=base)  # shipped: checked against its sha256, nothing trains
+    return warm_start_id({"model_folder": folder, "model_sha256": folder_digest(folder)})
 
 
 def _init_worker(threads: int) -> None:
@@ -186,25 +238,44 @@ def _init_worker(threads: int) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def cells(args) -> list[tuple[int, float, str]]:
+    """The study's runs as (seed, σ, method), in the order they are made.
+
+    ``dose-response``: the phases of :data:`DOSE_RESPONSE` one after the other, each seed by
+    seed, σ by σ; ``--methods`` and ``--noise`` (when given) keep only their cells.
+    ``grid``: ``--methods`` × ``--noise`` × ``--seeds``, interleaved so that every method's
+    runs are spread over the whole study."""
+    if args.design == "grid":
+        return [(k, n, m) for k in args.seeds for n in args.noise for m in args.methods]
+    keep_m = set(args.methods) if args.methods else None
+    keep_n = set(args.noise) if args.noise else None
+    out = []
+    for methods, noises in DOSE_RESPONSE:
+        for seed in args.seeds:
+            for noise in noises:
+                for method in methods:
+                    if (keep_m is None or method in keep_m) and (keep_n is None or noise in keep_n):
+                        out.append((seed, noise, method))
+    return out
+
+
 def jobs_for(args) -> list[Job]:
-    """The grid, interleaved so that every method's runs are spread over the whole study."""
+    """The study's runs (:func:`cells`), each a :class:`Job` with its folder."""
     jobs = []
-    for seed in args.seeds:
-        for noise in args.noise:
-            for method in args.methods:
-                folder = Path(args.runs) / f"noise{noise:g}" / method / f"seed{seed}"
-                jobs.append(
-                    Job(
-                        method,
-                        noise,
-                        seed,
-                        args.steps,
-                        args.eval_every,
-                        args.eval_tasks,
-                        str(folder),
-                        dict(args.overrides),
-                    )
-                )
+    for seed, noise, method in cells(args):
+        folder = Path(args.runs) / f"noise{noise:g}" / method / f"seed{seed}"
+        jobs.append(
+            Job(
+                method,
+                noise,
+                seed,
+                args.steps,
+                args.eval_every,
+                args.eval_tasks,
+                str(folder),
+                dict(args.overrides),
+            )
+        )
     return jobs
 
 
@@ -222,20 +293,34 @@ QUICK = {  # every code path once, in seconds: random tiny model, tiny shapes
 
 def parse(argv: list[str] | None = None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    p.add_argument(
+        "--design",
+        choices=DESIGNS,
+        default="dose-response",
+        help="dose-response: SLCA and GRPO at σ 0, 0.5, 1, 2 and ToolPO, RLTR, MT-GRPO at σ 0, "
+        "0.5, × --seeds (70 runs; --methods/--noise keep only their cells); grid: --methods × "
+        "--noise × --seeds (default σ 0, 0.5)",
+    )
+    p.add_argument(
+        "--methods", nargs="+", default=None, choices=list(METHODS), help="default: all five"
+    )
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
-    p.add_argument("--noise", nargs="+", type=float, default=[0.0, 0.5])
+    p.add_argument("--noise", nargs="+", type=float, default=None, help="σ levels (see --design)")
     p.add_argument("--steps", type=int, default=40, help="rollout batches (= optimiser steps)")
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--eval-tasks", type=int, default=64)
     p.add_argument(
         "--target-metric",
-        default="tool_accuracy",
+        default="tool_call_validity",
         help="held-out metric of 'steps to target' (process: METHOD §4.1's tool-call score; "
-        "tool_accuracy: every gold call exactly right)",
+        "tool_accuracy: every gold call exactly right; tool_call_validity: calls the agent "
+        "loop accepts, what the pooled warm start has to learn)",
     )
     p.add_argument(
-        "--target", type=float, default=0.42, help="its target value (warm start: 0.375)"
+        "--target",
+        type=float,
+        default=0.9,
+        help="its target value (suite-pooled-sft: validity 0.78 at step 0 in results_pooled/)",
     )
     p.add_argument("--workers", type=int, default=2, help="runs trained at once")
     p.add_argument(
@@ -243,16 +328,27 @@ def parse(argv: list[str] | None = None):
     )
     p.add_argument(
         "--runs",
-        default=str(HERE / "results"),
-        help="run folders (committed: a resumed study keeps every finished run)",
+        default=None,
+        help="run folders (default results_shipped/, committed: a resumed study keeps every "
+        "finished run; the archived studies: results/, results_pooled/; with --quick: "
+        "<out>_runs beside --out)",
     )
-    p.add_argument("--out", default=str(HERE / "REPORT.md"))
-    p.add_argument("--quick", action="store_true", help="1 seed, 2 steps, random tiny model")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="the report (default REPORT.md here; with --quick: a temporary folder's)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="seed 0, 2 steps, random tiny model; never writes the study's own folders",
+    )
     p.add_argument("--report-only", action="store_true", help="rebuild the report from --runs")
     p.add_argument(
         "--mixed-starts",
         action="store_true",
-        help="resume even when finished runs began from other warm-start weights",
+        help="resume even when finished runs began from other warm-start weights, or start "
+        "from a warm start this checkout does not ship (trained here)",
     )
     p.add_argument(
         "--set",
@@ -262,6 +358,16 @@ def parse(argv: list[str] | None = None):
         help="extra dotted config setting for every run (YAML value), e.g. model.learning_rate=1e-4",
     )
     args = p.parse_args(argv)
+    if args.design == "grid":
+        args.methods = args.methods or list(METHODS)
+        args.noise = args.noise or [0.0, 0.5]
+    if args.quick:  # smoke runs never land in the committed results or report
+        scratch = Path(tempfile.gettempdir()) / "credit_assignment_quick"
+        args.out = args.out or str(scratch / "REPORT.md")
+        args.runs = args.runs or str(Path(args.out).with_name(f"{Path(args.out).stem}_runs"))
+    else:
+        args.out = args.out or str(HERE / "REPORT.md")
+        args.runs = args.runs or str(HERE / "results_shipped")
     args.overrides = dict(QUICK) if args.quick else {}
     if args.quick:
         args.seeds, args.steps, args.eval_every, args.eval_tasks = [0], 2, 1, 4
@@ -284,25 +390,21 @@ def main(argv: list[str] | None = None) -> int:
     argv_text = " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     command = f"python experiments/credit_assignment/run.py {argv_text}".strip()
     jobs = jobs_for(args)
+    if not jobs:
+        raise SystemExit(
+            f"no run of the {args.design} design matches --methods {args.methods} "
+            f"--noise {args.noise}"
+        )
     t0 = time.perf_counter()
     if not args.report_only:
-        if not args.quick:  # the shared warm start, trained once before the workers start
-            import yaml
-
-            from slca_lightning.cli.provenance import folder_digest
-            from slca_lightning.models.warm_start import warm_start
-
-            model = (
-                args.overrides.get("model.model")
-                or yaml.safe_load(BASE.read_text())["model"]["model"]
-            )  # e.g. suite-sft, or --set model.model=suite-pooled-sft
-            sha = folder_digest(warm_start(base=model.removesuffix("-sft"))) or ""
-            others = other_starts(jobs, sha)
+        if not args.quick:  # the shared warm start, written once before the workers start
+            start = start_of(study_model(args), args.mixed_starts)
+            others = other_starts(jobs, start) if start else {}
             if others and not args.mixed_starts:
                 where = "; ".join(f"{k}: {len(v)} runs, e.g. {v[0]}" for k, v in others.items())
                 raise SystemExit(
                     f"finished runs in {args.runs} began from other warm-start weights than "
-                    f"this machine's ({sha[:10]}): {where}. Start a fresh --runs folder, or "
+                    f"this machine's ({start}): {where}. Start a fresh --runs folder, or "
                     "pass --mixed-starts to continue (the report pairs only runs from the same "
                     "weights)."
                 )
@@ -345,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         rebuilt_by=rebuilt_by,
         wall_seconds=None if args.report_only and not record.is_file() else wall,
         quick=args.quick,
+        planned=len(jobs),
     )
     print(text.split("\n## ")[0][:2000])
     failed = [r for r in runs if r["error"]]

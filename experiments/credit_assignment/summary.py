@@ -10,8 +10,10 @@ import csv
 import json
 import math
 import os
+import re
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 EVAL = "eval/in_domain/"
@@ -62,6 +64,28 @@ def read_metrics(path: str | os.PathLike) -> tuple[dict[int, dict], dict[int, di
     return dict(train), dict(evals)
 
 
+#: The cache folder a shipped warm start is written to: ``<name>-shipped-<sha256[:16]>`` of
+#: its weights file (``slca_lightning.models.shipped.shipped_folder``).
+_SHIPPED_FOLDER = re.compile(r"-shipped-([0-9a-f]{16})$")
+
+
+def warm_start_id(provenance: dict) -> str | None:
+    """Which weights a run began from (10 hex digits), comparable across machines.
+
+    A shipped warm start is named by the sha256 of its shipped weights file (the prefix in
+    its cache folder's name): the folder's own digest (``model_sha256``) also covers the
+    marker file that records where the weights were read from, which differs by checkout,
+    so identical weights read on two machines give two digests. Any other model folder is
+    named by that digest; a random model (no folder) by None.
+    """
+    folder = provenance.get("model_folder")
+    match = _SHIPPED_FOLDER.search(Path(folder).name) if folder else None
+    if match:
+        return match.group(1)[:10]
+    sha = provenance.get("model_sha256")
+    return sha[:10] if sha else None
+
+
 def load_runs(folders: list[str]) -> list[dict]:
     """Each run's ``run.json`` plus its metrics (``train``, ``eval``); missing runs skipped."""
     runs = []
@@ -72,8 +96,7 @@ def load_runs(folders: list[str]) -> list[dict]:
         run = json.loads(meta_path.read_text())
         prov = Path(folder) / "logs" / "version_0" / "provenance.json"
         if prov.is_file():  # which warm-start weights the run began from
-            sha = json.loads(prov.read_text()).get("model_sha256")  # None: a random model
-            run["warm_start"] = sha[:10] if sha else None
+            run["warm_start"] = warm_start_id(json.loads(prov.read_text()))
         csv_path = Path(folder) / "logs" / "version_0" / "metrics.csv"
         run["train"], run["eval"] = read_metrics(csv_path) if csv_path.is_file() else ({}, {})
         runs.append(run)
@@ -185,8 +208,28 @@ def paired(a: list[dict], b: list[dict], key: str) -> list[float]:
     return out
 
 
-#: Two-sided 97.5 % quantiles of Student's t for 1-10 degrees of freedom (then ~normal).
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+#: Two-sided 95 % (upper 97.5 %) quantiles of Student's t for 1-30 degrees of freedom.
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t975(df: int) -> float:
+    """The 97.5 % quantile of Student's t with ``df`` degrees of freedom: the table to 30,
+    then the Cornish-Fisher expansion around the normal's 1.95996 (within 1e-4 there)."""
+    if df < 1:
+        return math.nan
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = 1.959964
+    return (
+        z
+        + (z**3 + z) / (4 * df)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+    )
 
 
 def ci95(values: list[float]) -> tuple[float, float] | None:
@@ -194,7 +237,7 @@ def ci95(values: list[float]) -> tuple[float, float] | None:
     mean, std, n = interval_stats(values)
     if n < 2:
         return None
-    half = (_T975[n - 2] if n - 1 <= len(_T975) else 1.96) * std / math.sqrt(n)
+    half = t975(n - 1) * std / math.sqrt(n)
     return mean - half, mean + half
 
 
@@ -203,3 +246,65 @@ def min_detectable(values: list[float]) -> float:
     80 % power at two-sided 5 % (normal approximation: 2.8 standard errors); NaN below two."""
     _, std, n = interval_stats(values)
     return 2.8 * std / math.sqrt(n) if n >= 2 else math.nan
+
+
+# ----------------------------------------------------------------------------- dose-response
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its 95 % t-interval (``lo``/``hi`` NaN when there is none) and
+    the number of values behind it."""
+
+    value: float
+    lo: float
+    hi: float
+    n: int
+
+    @property
+    def has_interval(self) -> bool:
+        return not (math.isnan(self.lo) or math.isnan(self.hi))
+
+    @property
+    def above_zero(self) -> bool:
+        return self.has_interval and self.lo > 0
+
+    @property
+    def below_zero(self) -> bool:
+        return self.has_interval and self.hi < 0
+
+    def text(self, digits: int = 3) -> str:
+        """``+0.012 [-0.003, +0.027]`` (the interval left out when there is none)."""
+        if math.isnan(self.value):
+            return "–"
+        out = f"{self.value:+.{digits}f}"
+        return out + (
+            f" [{self.lo:+.{digits}f}, {self.hi:+.{digits}f}]" if self.has_interval else ""
+        )
+
+
+NO_ESTIMATE = Estimate(math.nan, math.nan, math.nan, 0)
+
+
+def mean_estimate(values: list[float]) -> Estimate:
+    """The mean of the non-NaN ``values`` with its 95 % t-interval (none below two values)."""
+    mean, _, n = interval_stats(values)
+    ci = ci95(values)
+    return Estimate(mean, *(ci or (math.nan, math.nan)), n)
+
+
+def slope_estimate(xs: list[float], ys: list[float]) -> Estimate:
+    """The least-squares slope of ``ys`` on ``xs`` (pairs with a NaN left out) with its 95 %
+    t-interval: standard error ``sqrt(SSR / (n − 2) / Sxx)``, ``n − 2`` degrees of freedom.
+    No slope below two distinct ``x``; no interval below three points."""
+    pts = [(x, y) for x, y in zip(xs, ys) if not (math.isnan(x) or math.isnan(y))]
+    n = len(pts)
+    if n < 2 or len({x for x, _ in pts}) < 2:
+        return Estimate(math.nan, math.nan, math.nan, n)
+    mx = statistics.fmean(x for x, _ in pts)
+    my = statistics.fmean(y for _, y in pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sxx
+    if n < 3:
+        return Estimate(slope, math.nan, math.nan, n)
+    ssr = sum((y - my - slope * (x - mx)) ** 2 for x, y in pts)
+    half = t975(n - 2) * math.sqrt(ssr / (n - 2) / sxx)
+    return Estimate(slope, slope - half, slope + half, n)

@@ -27,12 +27,16 @@ __all__ = ["RunProvenance", "folder_digest", "provenance"]
 
 
 def folder_digest(folder: str | os.PathLike) -> str | None:
-    """SHA-256 over the names and bytes of a model folder's weight and tokenizer files."""
+    """SHA-256 over the names and bytes of a model folder's weight and tokenizer files (not
+    this package's own ``slca_*.json`` markers, which record where the folder came from: the
+    same weights give the same digest on every machine)."""
     root = Path(folder)
     if not root.is_dir():
         return None
     h = hashlib.sha256()
     for path in sorted(root.iterdir()):
+        if path.name.startswith("slca_") and path.suffix == ".json":
+            continue
         if path.suffix in (".safetensors", ".bin", ".json", ".model", ".gguf") and path.is_file():
             h.update(path.name.encode())
             with path.open("rb") as f:

@@ -1,10 +1,11 @@
 """The credit-assignment study (``experiments/credit_assignment``) in its ``--quick`` form.
 
-Runs the real command in a subprocess: 5 methods × 1 seed × 2 noise levels, 2 steps each,
-on the random ``tiny`` model with tiny shapes (real CLI fits, agent loop, simulator, HierR
-with the noisy judge, routers, held-out evaluations). Its figures mean nothing; what it
-checks is that every run trains, the report has every table and plot, and that the runs
-of one seed and noise level differ only in the router (matched budgets).
+Runs the real command in a subprocess: seed 0 of the dose-response design (SLCA and GRPO at
+σ ∈ {0, 0.5, 1, 2}, ToolPO, RLTR and MT-GRPO at σ ∈ {0, 0.5}: 14 runs), 2 steps each, on the
+random ``tiny`` model with tiny shapes (real CLI fits, agent loop, simulator, HierR with the
+noisy judge, routers, held-out evaluations). Its figures mean nothing; what it checks is
+that every run trains, the report has every table and plot, and that the runs of one seed
+and noise level differ only in the router (matched budgets).
 """
 
 from __future__ import annotations
@@ -115,13 +116,20 @@ def test_quick_study_writes_every_table_and_plot(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = out.read_text()
     assert "Command: `python experiments/credit_assignment/run.py --quick" in text
-    assert "10 runs (5 methods × 1 seeds × 2 noise levels), 2 steps each" in text
-    for noise in ("0", "0.5"):
+    assert (
+        "14 runs of the design's 14 (seeds 0: GRPO and SLCA-GRPO at σ ∈ {0, 0.5, 1, 2}; "
+        "ToolPO, RLTR and MT-GRPO at σ ∈ {0, 0.5}), 2 steps each" in text
+    )
+    for noise in ("0", "0.5", "1", "2"):
         assert f"## Judge noise σ = {noise}" in text
         png = tmp_path / f"report_noise{noise}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    for label in ("GRPO", "SLCA-GRPO", "ToolPO", "RLTR", "MT-GRPO"):
-        assert text.count(f"| {label} |") == 4  # two method tables + two call-drift tables
+    assert "## Dose-response" in text
+    assert (tmp_path / "report_dose_response.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for label in ("GRPO", "SLCA-GRPO"):  # the dose-response table, 4 method and 4 drift tables
+        assert text.count(f"| {label} |") == 9
+    for label in ("ToolPO", "RLTR", "MT-GRPO"):  # the dose-response table, 2 + 2
+        assert text.count(f"| {label} |") == 5
     assert "## SLCA − GRPO, paired by seed" in text and "## Reading" in text
     assert "## Warm starts" in text
     # RLTR never reads the judge and the evaluations use the noise-free one: its runs of a
