@@ -43,17 +43,17 @@ box with the second core idle.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import child_json, run_record
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -172,27 +172,8 @@ def run_child(name: str, shape: AsyncShape) -> dict:
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     if shape.threads:
         env["OMP_NUM_THREADS"] = str(shape.threads)
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT
-    )
-    output = proc.stdout.read()  # to EOF, then reap with wait4 for this child's own rusage
-    proc.stdout.close()
-    _, status, usage = os.wait4(proc.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    line = next((x for x in reversed(output.splitlines()) if x.startswith("RESULT ")), None)
-    if code != 0 or line is None:
-        raise RuntimeError(f"{name} fit failed (exit {code}):\n{output[-4000:]}")
-    return {**json.loads(line[len("RESULT ") :]), "peak_rss_mb": usage.ru_maxrss / 1024.0}
-
-
-def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next(x.split(":", 1)[1].strip() for x in fh if x.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version()}
+    out, peak_mb = child_json(cmd, env, ROOT, f"{name} fit")
+    return {**out, "peak_rss_mb": peak_mb}
 
 
 def summarise(got: dict[str, list[dict]]) -> dict:
@@ -289,18 +270,11 @@ def run(shape: AsyncShape) -> dict:
                 file=sys.stderr,
                 flush=True,
             )
-    result = {
-        "shape": asdict(shape),
-        "setting": got["sync"][0]["setting"],
-        "threads": got["sync"][0]["threads"],
-        "machine": machine(),
-        "load_before": list(load_before),
-        "load_after": list(os.getloadavg()),
-        "date": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
-        "wall_s": time.perf_counter() - t0,
-        "rounds": got,
-        "summary": summarise(got),
-    }
+    result = run_record(
+        asdict(shape), got, t0, load_before,
+        setting=got["sync"][0]["setting"], threads=got["sync"][0]["threads"],
+    )  # fmt: skip
+    result["summary"] = summarise(got)
     result["markdown"] = render(result)
     return result
 

@@ -48,16 +48,16 @@ activations): about 10 GB peak RSS in the rows child, about 8 min a round, 3 rou
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import child_json, run_record
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -245,18 +245,8 @@ def run_child(split: str, shape: BudgetShape) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", split,
            "--shape", json.dumps(asdict(shape))]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": str(shape.threads), "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT
-    )
-    output = proc.stdout.read()  # to EOF, then reap with wait4 for this child's own rusage
-    proc.stdout.close()
-    _, status, usage = os.wait4(proc.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    line = next((x for x in reversed(output.splitlines()) if x.startswith("RESULT ")), None)
-    if code != 0 or line is None:
-        raise RuntimeError(f"split {split} failed (exit {code}):\n{output[-4000:]}")
-    out = json.loads(line[len("RESULT ") :])
-    out["life_peak_mb"] = usage.ru_maxrss / 1024.0
+    out, life_peak_mb = child_json(cmd, env, ROOT, f"split {split}")
+    out["life_peak_mb"] = life_peak_mb
     if out["delta_mb"] is None:  # no peak reset here: the child's whole-life peak
         out["peak_mb"] = out["life_peak_mb"]
         out["delta_mb"] = out["peak_mb"] - out["baseline_mb"]
@@ -298,16 +288,6 @@ def summarise(got: dict[str, list[dict]]) -> dict:
     )
     out["goal_met"] = out["goal_same_memory"] or out["goal_less_memory"]
     return out
-
-
-def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next(x.split(":", 1)[1].strip() for x in fh if x.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version()}
 
 
 def render(result: dict) -> str:
@@ -374,17 +354,8 @@ def run(shape: BudgetShape) -> dict:
                 file=sys.stderr,
                 flush=True,
             )
-    result = {
-        "shape": asdict(shape),
-        "threads": got["rows"][0]["threads"],
-        "machine": machine(),
-        "load_before": list(load_before),
-        "load_after": list(os.getloadavg()),
-        "date": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
-        "wall_s": time.perf_counter() - t0,
-        "rounds": got,
-        "summary": summarise(got),
-    }
+    result = run_record(asdict(shape), got, t0, load_before, threads=got["rows"][0]["threads"])
+    result["summary"] = summarise(got)
     result["markdown"] = render(result)
     return result
 

@@ -125,6 +125,11 @@ def build(
         "command": f"slca warm-start {name}",
         "settings": run.key,
         "step": run.step,
+        "rule": (
+            f"the step of {run.key['selection']['step_of']}'s rule"
+            if "step_of" in run.key.get("selection", {})
+            else "lowest validation NLL"
+        ),
         "curve": run.curve,
         "loss_prefix": run.losses[:8],
         "train_seconds": round(train_seconds, 1),
@@ -141,7 +146,7 @@ def build(
     }
     (out / f"{name}.json").write_text(json.dumps(info, indent=1) + "\n")
     print(
-        f"{name}: step {run.step} of {run.key['steps']} (lowest validation NLL), "
+        f"{name}: step {run.step} of {run.key['steps']} ({info['rule']}), "
         f"{file} ({info['bytes'] / 1e6:.1f} MB, sha256 {info['sha256'][:12]}), "
         f"held-out exact {heldout['exact']}/64, {train_seconds / 60:.1f} min on "
         f"{info['threads']} thread(s)"

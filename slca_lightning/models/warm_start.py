@@ -89,12 +89,17 @@ WARM_STARTS: dict[str, dict[str, Any]] = {
 #: ``"suite"``, but half of the demonstrations (drawn per task, seeded) write their calls'
 #: arguments as a JSON string, as OpenAI-format logs store them; the agent loop rejects
 #: such calls (METHOD §4.1 requires an object). Imitation learns both sources; the reward
-#: tells them apart (``experiments/learning/README.md``). Its validation demonstrations are
-#: pooled the same way (the rule looks at the data it trains on, never at RL).
+#: tells them apart (``experiments/learning/README.md``). Its step is the clean warm
+#: start's (``step_of``: the same recipe and budget): which format a demonstration uses is a
+#: coin flip per task that no validation NLL can predict, so the pooled data's own
+#: validation NLL rises once the model memorises each training task's coin (from step ~500,
+#: ``experiments/warm_start/README.md``) and would stop it before it copies values. Its
+#: validation curve (demonstrations pooled the same way) is recorded, never used to pick.
 WARM_STARTS["suite-pooled"] = {
     **WARM_STARTS["suite"],
     "model": "suite",
     "string_arguments_fraction": 0.5,
+    "selection": {**WARM_STARTS["suite"]["selection"], "step_of": "suite-sft"},
 }
 
 _DONE_FILE = "slca_warm_start.json"
@@ -130,6 +135,8 @@ def warm_start_key(
             **spec["selection"],
             "validation": list(spec["selection"]["validation"]),
         }
+        if "step_of" in spec["selection"]:  # the step another warm start's rule chose
+            key["selection"]["step"] = selected_step(spec["selection"]["step_of"])
     if arch == "tiny":
         key.update(hidden_size=TINY_HIDDEN_SIZE, num_layers=TINY_NUM_LAYERS)
         return key
@@ -226,9 +233,11 @@ def train_warm_start(
     deterministic) and return the selected weights.
 
     With a ``selection`` entry the validation NLL is measured every ``every`` steps and the
-    lowest one's weights are kept; ``probe(model, tokenizer)`` (optional) adds its own
-    figures to each selection point (for the record only: it never picks). ``max_steps``
-    stops early without changing the schedule (tests check the recipe's first steps).
+    lowest one's weights are kept, or, with ``step_of``, the weights at the step that warm
+    start's rule chose (its shipped manifest's; the curve is recorded all the same);
+    ``probe(model, tokenizer)`` (optional) adds its own figures to each selection point (for
+    the record only: it never picks). ``max_steps`` stops early without changing the
+    schedule (tests check the recipe's first steps).
     ``callbacks`` are added to the trainer (a progress bar turns Lightning's bar on).
     """
     import lightning
@@ -241,6 +250,9 @@ def train_warm_start(
     arch, skip = spec.get("model", base), spec["skip"]
     pooled = spec.get("string_arguments_fraction", 0.0)
     selection = spec.get("selection")
+    fixed = key.get("selection", {}).get("step")  # the step another warm start's rule chose
+    if fixed is not None:
+        max_steps = min(max_steps or fixed, fixed)
     t0 = time.perf_counter()
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     lightning.seed_everything(seed, verbose=False)
@@ -275,7 +287,7 @@ def train_warm_start(
             point["seconds"] = round(time.perf_counter() - t0, 1)
             run.curve.append(point)
             log.info("warm_start %s: %s", base, json.dumps(point))
-            if nll < best["nll"]:
+            if fixed is None and nll < best["nll"]:
                 best.update(nll=nll, step=step, state=copy.deepcopy(pl_module.model.state_dict()))
 
     from lightning.pytorch.callbacks import ProgressBar
@@ -311,15 +323,21 @@ def learning_rate_at(base: str, step: int) -> float:
 
 
 def selected_step(name: str) -> int:
-    """The step a built-in warm start (``"suite-sft"``, ...) was selected at: the shipped
-    manifest's, else its recipe's full horizon."""
+    """The step a built-in warm start (``"suite-sft"``, ...) was selected at: its shipped
+    manifest's (a warm start whose step is another's, ``step_of``, needs that one shipped).
+
+    Raises:
+        ValueError: it ships no manifest (build it first: ``slca warm-start NAME``).
+    """
     from slca_lightning.models import shipped
-    from slca_lightning.models.names import warm_start_base
 
     info = shipped.manifest(name)
-    if info is not None:
-        return int(info["step"])
-    return int(WARM_STARTS[warm_start_base(name) or name]["steps"])
+    if info is None:
+        raise ValueError(
+            f"warm start {name!r} ships no manifest in {shipped.WEIGHTS_DIR}: its step is "
+            f"unknown; build it first with: slca warm-start {name}"
+        )
+    return int(info["step"])
 
 
 def warm_start(
