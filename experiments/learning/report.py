@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 from experiments.common import replace_block
@@ -110,6 +111,9 @@ def render(runs: Path, root: Path) -> str:
         "(each with its provenance: versions, threads, load average, commit)."
     )
     lines.append("")
+    if (runs / PLOT).is_file():  # linked from REPORT.md's folder, experiments/learning/
+        rel = os.path.relpath(runs / PLOT, Path(__file__).resolve().parent)
+        lines += [f"![held-out strict tool accuracy against RL step]({rel})", ""]
     for r in rl:
         c = ctl.get(r["seed"]) if r["router"].endswith("SLCARouter") else None
         lines.append(f"## seed {r['seed']} ({r['router'].rsplit('.', 1)[-1]})")
@@ -162,14 +166,60 @@ def render(runs: Path, root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The plot of every run's held-out curve, in the runs folder (the README shows it).
+PLOT = "learning_curve.png"
+
+
+def plot(runs: Path, key: str = "tool_accuracy") -> Path | None:
+    """``<runs>/learning_curve.png``: held-out ``key`` against RL step for each seed (lines),
+    each seed's control after RL's wall time of more SFT (a marker at the last step), from
+    the runs' ``result.json``; None when no run recorded a curve."""
+    rl = [r for r in _load(runs, "rl_seed") if r.get("curve")]
+    if not rl:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    ctl = {r["seed"]: r for r in _load(runs, "control_seed")}
+    fig, ax = plt.subplots(figsize=(6.4, 3.8), dpi=120)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, r in enumerate(rl):
+        colour = colours[i % len(colours)]
+        steps = [p["step"] for p in r["curve"] if key in p]
+        values = [p[key] for p in r["curve"] if key in p]
+        name = r["router"].rsplit(".", 1)[-1].removesuffix("Router")
+        ax.plot(steps, values, "-o", color=colour, label=f"seed {r['seed']}: {name}")
+        c = ctl.get(r["seed"]) if r["router"].endswith("SLCARouter") else None
+        if c and key in c["metrics"]:
+            ax.plot([steps[-1]], [c["metrics"][key]], "x", color=colour, markersize=10, mew=2)
+    if ctl:
+        ax.plot([], [], "x", color="grey", markersize=10, mew=2, label="control: SFT for RL's time")
+    ax.set_xlabel("RL step")
+    ax.set_ylabel(f"held-out {key.replace('_', ' ')} (64 tasks)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    path = runs / PLOT
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 EMBED_BEGIN = (
     "<!-- learning figures: begin (python experiments/learning/run.py --embed README.md) -->"
 )
 EMBED_END = "<!-- learning figures: end -->"
 
 
-def readme_block(runs: Path) -> str:
-    """What the README shows: seed 0's table and every seed's gains with the control."""
+def readme_block(runs: Path, root: Path | None = None) -> str:
+    """What the README shows: the plot of every seed's curve (when the runs have one),
+    seed 0's table and every seed's gains with the control; links relative to ``root``
+    (the README's folder, default the repository root)."""
+    root = root or Path(__file__).resolve().parents[2]
     text = render(runs, runs)
     keep, on = [], False
     for line in text.splitlines():
@@ -179,6 +229,10 @@ def readme_block(runs: Path) -> str:
             on = False
         if on:
             keep.append(f"**{line[3:]}**" if line.startswith("## ") else line)
+    if (runs / PLOT).is_file():
+        rel = os.path.relpath(runs / PLOT, root)
+        keep[:0] = [f"![held-out strict tool accuracy against RL step, per seed, with the "
+                    f"controls]({rel})", ""]  # fmt: skip
     return "\n".join(keep).strip()
 
 

@@ -156,6 +156,17 @@ def rl_run(seed: int, args, runs: Path) -> dict:
         },
         "before_step": int(first["step"]),
         "after_step": int(last["step"]),
+        "curve": [  # every held-out evaluation of the run (the README's plot)
+            {
+                "step": int(e["step"]),
+                **{
+                    k: float(e[f"eval/in_domain/{k}"])
+                    for k in METRICS
+                    if e.get(f"eval/in_domain/{k}")
+                },
+            }
+            for e in evals
+        ],
         "provenance": before,
         "load_average_after": os.getloadavg(),
     }
@@ -228,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         train(args, runs)
     from experiments.learning import report
 
+    report.plot(runs)
     Path(args.out).write_text(report.render(runs, ROOT))
     print(f"wrote {args.out}")
     if args.embed:

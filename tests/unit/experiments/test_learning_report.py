@@ -186,3 +186,30 @@ def test_overlays_merge_over_the_config_as_jsonargparse_layers_them(tmp_path):
     old = {"r": {"class_path": "A", "init_args": {"x": 1}}}
     assert run.merge(old, {"r": {"init_args": {"y": 2}}})["r"]["init_args"] == {"x": 1, "y": 2}
     assert run.merge(old, {"r": {"class_path": "B"}}) == {"r": {"class_path": "B"}}
+
+
+def test_the_plot_draws_each_seeds_curve_and_the_readme_block_links_it(tmp_path):
+    prov = {"threads": 1, "load_average": [0.5, 0.4, 0.3]}
+    for seed, end in ((0, 0.45), (1, 0.40)):
+        curve = [
+            {"step": s, "tool_accuracy": 0.2 + (end - 0.2) * s / 40} for s in (0, 10, 20, 30, 40)
+        ]
+        _write(tmp_path / f"rl_seed{seed}", {
+            "name": f"rl_seed{seed}", "seed": seed, "router": "slca_lightning.advantages.SLCARouter",
+            "wall_s": 500.0, "rl_seconds": 300.0, "peak_rss_gb": 1.5, "steps": 40,
+            "reward_first10": 1.0, "reward_last10": 1.2, "before": _metrics(0.2, 0.1),
+            "after": _metrics(end, 0.2), "before_step": 0, "after_step": 40, "provenance": prov,
+            "curve": curve,
+        })  # fmt: skip
+        _write(tmp_path / f"control_seed{seed}", {
+            "seed": seed, "sft_steps": 100, "seconds_trained": 300.0, "metrics": _metrics(0.25, 0.1),
+        })  # fmt: skip
+    path = report.plot(tmp_path)
+    assert path == tmp_path / report.PLOT and path.stat().st_size > 10_000
+    block = report.readme_block(tmp_path, root=tmp_path.parent)
+    assert block.startswith(
+        f"![held-out strict tool accuracy against RL step, per seed, with the controls]({tmp_path.name}/{report.PLOT})"
+    )
+    assert "**seed 0 (SLCARouter)**" in block and "**Gains over seeds**" in block
+    (tmp_path / "empty").mkdir()
+    assert report.plot(tmp_path / "empty") is None  # no runs with a curve: no plot
