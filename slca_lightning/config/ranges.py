@@ -392,6 +392,7 @@ RANGES: dict[str, dict[str, Range]] = {
     "slca_lightning.eval.tau2.users.ScriptedUser": {"max_turns": COUNT},
     # -- callbacks -------------------------------------------------------------------------
     "slca_lightning.training.console.StepProgressBar": {"refresh_rate": COUNT},
+    "callbacks.run_folder.RunFolder": {"width": COUNT},
     "callbacks.periodic_eval.PeriodicEval": {"every_n_steps": COUNT_OR_NONE},
     "callbacks.in_domain_eval.InDomainEval": {
         "every_n_steps": COUNT_OR_NONE,
@@ -435,6 +436,8 @@ RECORDS: frozenset[str] = frozenset(
         "slca_lightning.advantages.base.RoutedAdvantages",
         "slca_lightning.cli.app.SLCACLI",
         "slca_lightning.models.warm_start.WarmStartRun",
+        "slca_lightning.cli.app.ResumePoint",
+        "slca_lightning.rollout.async_stream.AsyncRolloutStream",  # built by the data module
         "slca_lightning.training.update.UpdateContext",
         "slca_lightning.training.update.UpdateSettings",  # read from the module's checked hparams
         "slca_lightning.config.ranges.Range",
