@@ -46,6 +46,11 @@ def test_readme_effect_block_is_the_committed_runs_summary():
 
     root = Path(__file__).resolve().parents[3]
     runs = [root / "experiments/smollm2/results" / f"effect_seed{s}" for s in (0, 1)]
-    block = (root / "experiments" / "smollm2" / "README.md").read_text().split(BEGIN, 1)[1].split(END, 1)[0]
+    block = (
+        (root / "experiments" / "smollm2" / "README.md")
+        .read_text()
+        .split(BEGIN, 1)[1]
+        .split(END, 1)[0]
+    )
     assert block.strip() == summarize(runs).strip()
     assert "| pooled (2 seeds) |" in block
