@@ -36,9 +36,10 @@ def token_class(prev: str, tok: str) -> str:
 
 
 def main() -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from slca_lightning.data import SyntheticTaskGenerator, builtin_suite, reference_answer
+    from slca_lightning.models.loading import load_tokenizer
     from slca_lightning.models.sft import build_sft_example
 
     ap = argparse.ArgumentParser()
@@ -48,7 +49,7 @@ def main() -> None:
     ap.add_argument("--worst", type=int, default=15)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    tok = AutoTokenizer.from_pretrained(args.warm_start)
+    tok = load_tokenizer(args.warm_start)
     base = AutoModelForCausalLM.from_pretrained(args.warm_start).eval()
     rl = AutoModelForCausalLM.from_pretrained(args.warm_start).eval()
     state = torch.load(args.checkpoint, map_location="cpu", weights_only=False)["state_dict"]

@@ -27,6 +27,7 @@ __all__ = [
     "TINY_NUM_LAYERS",
     "WARM_START_BASES",
     "load_model",
+    "load_tokenizer",
     "warm_start_base",
     "zero_dropout",
 ]
@@ -126,11 +127,35 @@ def load_model(
         )
     if not os.path.isfile(os.path.join(path, "config.json")):
         raise FileNotFoundError(f"model folder {path!r} has no config.json")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     net = AutoModelForCausalLM.from_pretrained(path, dtype=_dtype(dtype), local_files_only=True)
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    tokenizer = load_tokenizer(path)
     return net, _finish_tokenizer(adapt_chat_template(tokenizer, where=model))
+
+
+def load_tokenizer(path: str) -> Any:
+    """The tokenizer of a model folder, tokenizing exactly as it did when it was saved.
+
+    A folder saved from a tokenizer built on ``tokenizer.json`` alone (the built-in models'
+    and their warm starts': ``tokenizer_class: TokenizersBackend``) loads as that class:
+    ``AutoTokenizer`` would pick the class of the model's type (``qwen2`` →
+    ``Qwen2Tokenizer``), whose own pre-tokenizer splits runs of newlines and digits
+    differently from the saved one, so prompts would not get the ids the model was trained
+    on. Every other folder loads through ``AutoTokenizer``."""
+    import json
+
+    import transformers
+
+    config = os.path.join(path, "tokenizer_config.json")
+    cls_name = None
+    if os.path.isfile(config):
+        with open(config, encoding="utf-8") as fh:
+            cls_name = json.load(fh).get("tokenizer_class")
+    plain = getattr(transformers, "TokenizersBackend", None)
+    if plain is not None and cls_name == "TokenizersBackend":
+        return plain.from_pretrained(path, local_files_only=True)
+    return transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
 
 
 def zero_dropout(model: torch.nn.Module) -> torch.nn.Module:

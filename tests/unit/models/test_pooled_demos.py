@@ -14,6 +14,7 @@ import pytest
 
 from slca_lightning.calls.parsing import ARGUMENTS_NOT_DICT, parse_tool_calls
 from slca_lightning.data import SyntheticTaskGenerator, builtin_suite, reference_answer
+from slca_lightning.models import shipped
 from slca_lightning.models.names import WARM_START_BASES, warm_start_base
 from slca_lightning.models.policy import load_policy
 from slca_lightning.models.sft import SFTDataModule
@@ -67,10 +68,13 @@ def test_clean_warm_starts_keep_their_cache_folders():
     """Pinned digests: a change here moves users' caches and needs a CHANGELOG line."""
     assert _digest(warm_start_key("tiny")) == "603e4d91ae4d0ff0"
     assert _digest(warm_start_key("suite")) == "a20c0889aa809d61"
-    assert _digest(warm_start_key("suite-pooled")) == "0017141de7ecac1e"
+    assert _digest(warm_start_key("suite-pooled")) == "08ef4e425c608396"
     pooled, clean = warm_start_key("suite-pooled"), warm_start_key("suite")
     assert pooled.pop("string_arguments_fraction") == 0.5
-    assert pooled == clean  # the same tasks, recipe, budget and model
+    # the pooled recipe takes the clean one's step; otherwise the same tasks, recipe, model
+    assert pooled["selection"].pop("step_of") == "suite-sft"
+    assert pooled["selection"].pop("step") == 1000 == shipped.manifest("suite-sft")["step"]
+    assert pooled == clean
     assert set(WARM_STARTS) == set(WARM_START_BASES)
     assert [warm_start_base(n) for n in ("suite-sft", "suite-pooled-sft", "tiny-sft")] == [
         "suite",
