@@ -40,6 +40,7 @@ log = logging.getLogger("slca_lightning.models.policy")
 #: Where the shipped weights and their manifests live.
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 _DONE_FILE = "slca_shipped_warm_start.json"
+_SAID: set[str] = set()
 
 
 class ShippedWeightsError(FileNotFoundError):
@@ -128,5 +129,7 @@ def shipped_folder(name: str, cache_dir: str | None = None, weights_dir: Path | 
         root.mkdir(parents=True, exist_ok=True)
         save_model_folder(final, model.eval(), tokenizer, _DONE_FILE, {**info, "from": str(path)})
     log.info(said)
-    print(said, file=sys.stderr, flush=True)
+    if said not in _SAID:  # once per process (the policy and its reference both load it)
+        _SAID.add(said)
+        print(said, file=sys.stderr, flush=True)
     return str(final)

@@ -104,10 +104,15 @@ def test_report_only_rebuilds_from_result_files_and_runs_nothing(tmp_path, monke
 
 
 def test_committed_reports_are_the_rebuilt_tables():
-    """REPORT.md and REPORT_pooled.md are ``run.py --report-only`` of the committed runs: every
-    table and figure the same (the transcripts, whose episodes are not committed, aside)."""
+    """Each REPORT is ``run.py --report-only`` of its committed runs: every table and figure
+    the same (the transcripts, whose episodes are not committed, aside)."""
     results = ROOT / "experiments" / "learning" / "results"
-    for runs, name in ((results, "REPORT.md"), (results / "pooled", "REPORT_pooled.md")):
+    reports = (
+        (results / "quickstart", "REPORT.md"),  # the shipped pooled warm start
+        (results, "REPORT_suite_sft_600.md"),  # archived: the 600-step warm starts
+        (results / "pooled", "REPORT_pooled.md"),
+    )
+    for runs, name in reports:
         committed = (ROOT / "experiments" / "learning" / name).read_text()
         rebuilt = report.render(runs, ROOT)
         cut = "## Held-out transcripts"
@@ -133,7 +138,9 @@ def test_readme_shows_exactly_the_committed_learning_figures():
     readme = (ROOT / "README.md").read_text()
     begin = readme.index(report.EMBED_BEGIN) + len(report.EMBED_BEGIN)
     block = readme[begin : readme.index(report.EMBED_END)].strip()
-    assert block == report.readme_block(ROOT / "experiments" / "learning" / "results")
+    assert block == report.readme_block(
+        ROOT / "experiments" / "learning" / "results" / "quickstart"
+    )
 
 
 def test_control_continues_the_configs_own_suite_warm_start(tmp_path):

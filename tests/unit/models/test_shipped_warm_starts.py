@@ -48,6 +48,7 @@ def test_loading_a_shipped_warm_start_never_trains_and_says_what_it_loaded(
     name, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setenv("SLCA_CACHE", str(tmp_path))
+    monkeypatch.setattr(shipped, "_SAID", set())  # said once per process: as in a fresh one
 
     def no_training(*args, **kwargs):
         raise AssertionError("a shipped warm start must not train")
@@ -56,6 +57,7 @@ def test_loading_a_shipped_warm_start_never_trains_and_says_what_it_loaded(
     _, tokenizer = load_policy(name)
     said = capsys.readouterr().err
     info = shipped.manifest(name)
+    assert said.count(f"warm start {name}: shipped weights") == 1
     assert f"warm start {name}: shipped weights {info['file']}" in said
     assert f"SFT step {info['step']} of" in said and "nothing trained" in said
     assert shipped.tokenizer_digest(tokenizer) == info["tokenizer_sha256"]
