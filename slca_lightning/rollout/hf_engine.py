@@ -68,6 +68,13 @@ class HFEngine(RolloutEngine):
             ``generate`` (the loop does not truncate).
         prune_fraction: the loop drops ended rows from the batch once at least this share
             of the rows still in it have ended (each drop copies the cache once).
+        shared_prefix_attention: with ``share_prefix`` and the loop, keep each group's
+            prefix keys and values once instead of copying them into every row, and read
+            them once per step for all the rows that share them (cascade attention over a
+            tree of prefix segments: the tasks' common system prompt and tool schemas too,
+            :mod:`.shared_prefix_attention`); the same tokens and log-probs up to float
+            rounding. Models whose attention modules take a registered attention function
+            (Llama, Qwen2, Mistral …); others decode as without it.
     """
 
     def __init__(
@@ -80,6 +87,7 @@ class HFEngine(RolloutEngine):
         check_distribution: bool = False,
         decoder: str = "loop",
         prune_fraction: float = 0.25,
+        shared_prefix_attention: bool = False,
     ):
         check_args(HFEngine, locals(), "data.engine.init_args")
         if decoder not in ("loop", "generate"):
@@ -88,6 +96,7 @@ class HFEngine(RolloutEngine):
             )
         self.decoder = decoder
         self.prune_fraction = prune_fraction
+        self.shared_prefix_attention = shared_prefix_attention
         self.model = model
         self.check_distribution = check_distribution
         self.distribution_gap = 0.0
@@ -255,6 +264,8 @@ class HFEngine(RolloutEngine):
                 cache_name=cache_name(model),
                 keep_last=keep_last(model),
                 prune_fraction=self.prune_fraction,
+                shared_prefix_attention=self.shared_prefix_attention,
+                min_shared_prefix=self.min_shared_prefix,
             )
         return [  # rows already end where they stopped: no second pass of _cut
             Generation(

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 
 
@@ -29,12 +31,13 @@ def test_threads_benchmark_reports_the_default_and_ratios():
     assert "default_threads:" in out and "median_s:" in out
 
 
-def test_rollout_engine_benchmark_hf_side():
+@pytest.mark.parametrize("engine", ["hf", "hf-cascade"])
+def test_rollout_engine_benchmark_hf_side(engine):
     out = run(
-        "rollout_engines.py", "--engine", "hf", "--folder", "tiny", "--tasks", "1",
+        "rollout_engines.py", "--engine", engine, "--folder", "tiny", "--tasks", "1",
         "--group", "2", "--new-tokens", "4", "--rounds", "1",
     )  # fmt: skip
     (line,) = [x for x in out.splitlines() if x.startswith("RESULT ")]
     result = json.loads(line[7:])
-    assert result["engine"] == "hf" and result["sequences"] == 2
+    assert result["engine"] == engine and result["sequences"] == 2
     assert result["median_tokens_per_s"] > 0

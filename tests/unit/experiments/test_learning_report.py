@@ -109,6 +109,7 @@ def test_committed_reports_are_the_rebuilt_tables():
     results = ROOT / "experiments" / "learning" / "results"
     reports = (
         (results / "quickstart", "REPORT.md"),  # the shipped pooled warm start
+        (results / "quickstart_clean", "REPORT_clean.md"),  # the shipped clean warm start
         (results, "REPORT_suite_sft_600.md"),  # archived: the 600-step warm starts
         (results / "pooled", "REPORT_pooled.md"),
     )

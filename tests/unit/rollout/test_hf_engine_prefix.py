@@ -61,3 +61,35 @@ def test_plan_groups_dedupes_prompts_and_keeps_a_tasks_rollouts_together():
         ([6], 39),  # a loose row is prefilled alone
     ]
     assert layout_cost(turn2, plan) < layout_cost(turn2, prefix_clusters(turn2, 64))
+
+
+def test_prefix_tree_on_literal_prefixes():
+    """Segments ``(start, end, groups, parent)``: a root the first three share for 50
+    tokens (the fourth ends there), a branch two of them share for 40 more, each group's
+    own rest, and a prefix that shares nothing as a root of its own; a common part shorter
+    than ``min_shared`` is no segment (each group takes it in its own)."""
+    from slca_lightning.rollout.prefixes import prefix_tree
+
+    base = list(range(100))
+    prefixes = [
+        base + [1] * 50,
+        base + [1] * 40 + [7],
+        base + [2] * 30,
+        [9] * 80,
+        base[:50],
+    ]
+    assert prefix_tree(prefixes, 10) == [
+        (0, 50, [0, 1, 2, 4], -1),
+        (50, 100, [0, 1, 2], 0),
+        (100, 140, [0, 1], 1),
+        (140, 150, [0], 2),
+        (140, 141, [1], 2),
+        (100, 130, [2], 1),
+        (0, 80, [3], -1),
+    ]
+    assert prefix_tree([[1, 2, 3, 4], [1, 2, 5, 6]], 3) == [(0, 4, [0], -1), (0, 4, [1], -1)]
+    assert prefix_tree([[1, 2, 3, 4], [1, 2, 5, 6]], 2) == [
+        (0, 2, [0, 1], -1),
+        (2, 4, [0], 0),
+        (2, 4, [1], 0),
+    ]
