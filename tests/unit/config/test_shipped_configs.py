@@ -188,3 +188,9 @@ def test_clean_demos_overlay_swaps_only_the_warm_start(tmp_path):
     cli = quickstart_with("clean_demos", tmp_path)
     assert cli.model.hparams.model == "suite-sft"
     assert cli.model.hparams.learning_rate == 5e-5 and cli.model.reward_head.credit_abstention
+
+
+def test_async_overlay_generates_one_batch_ahead_with_the_importance_weight(tmp_path):
+    cli = quickstart_with("async", tmp_path)
+    assert cli.datamodule.max_staleness == 1 and cli.model.hparams.tis_cap == 2.0
+    assert cli.model.hparams.model == "suite-pooled-sft"  # the rest of the quickstart as is
