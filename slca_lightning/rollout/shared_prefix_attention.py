@@ -156,7 +156,13 @@ def shared_prefix_attention(
     thread's :class:`SharedPrefixState`; returns ``([b, L, H, d], None)``. ``attention_mask``
     is ignored (transformers builds none for this function): the suffix's padding and causality
     come from the state."""
-    state: SharedPrefixState = _LOCAL.state
+    state: SharedPrefixState | None = getattr(_LOCAL, "state", None)
+    if state is None:
+        raise RuntimeError(
+            f"{NAME} attention ran outside a sampling loop on this thread: the model's config "
+            "is shared with a model that another thread is sampling with (give each thread "
+            "its own copy, as the asynchronous rollout worker does)"
+        )
     b, heads, length, dim = query.shape
     kv_heads = key.shape[1]
     rep = heads // kv_heads

@@ -268,3 +268,11 @@ def test_draw_follows_the_row_distribution_and_never_draws_a_zero():
     se = (target * (1 - target) / n).sqrt()
     assert ((freq - target).abs() <= 4 * se + 1e-9).all(), freq
     assert counts[probs == 0].sum() == 0
+
+
+def test_shared_prefix_attention_outside_a_sampling_loop_says_why():
+    from slca_lightning.rollout.shared_prefix_attention import shared_prefix_attention
+
+    q = torch.zeros(1, 2, 1, 4)
+    with pytest.raises(RuntimeError, match="outside a sampling loop on this thread"):
+        shared_prefix_attention(SimpleNamespace(layer_idx=0), q, q, q, None)
