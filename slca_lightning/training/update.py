@@ -48,8 +48,13 @@ STEP_PHASES = (
 
 def step_times(metrics: dict[str, float]) -> dict[str, float]:
     """``time/step`` (the sum of :data:`STEP_PHASES`) and ``time/framework_fraction``
-    (reward, advantage and diagnostics time over the step's)."""
-    total = sum(metrics.get(k, 0.0) for k in STEP_PHASES)
+    (reward, advantage and diagnostics time over the step's). With asynchronous rollouts
+    (``time/rollout_wait`` present) the trainer's share of the rollout is its wait for the
+    batch, not the worker's ``time/rollout``, which overlapped the previous update."""
+    phases = dict(metrics)
+    if "time/rollout_wait" in phases:
+        phases["time/rollout"] = phases["time/rollout_wait"]
+    total = sum(phases.get(k, 0.0) for k in STEP_PHASES)
     out = {"time/step": total}
     if total > 0:
         framework = metrics.get("time/reward_and_advantage", 0.0) + metrics.get(

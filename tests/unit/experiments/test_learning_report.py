@@ -110,6 +110,8 @@ def test_committed_reports_are_the_rebuilt_tables():
     reports = (
         (results / "quickstart", "REPORT.md"),  # the shipped pooled warm start
         (results / "quickstart_clean", "REPORT_clean.md"),  # the shipped clean warm start
+        (results / "staleness0", "REPORT_staleness0.md"),  # synchronous, no control
+        (results / "staleness1", "REPORT_staleness1.md"),  # asynchronous rollouts
         (results, "REPORT_suite_sft_600.md"),  # archived: the 600-step warm starts
         (results / "pooled", "REPORT_pooled.md"),
     )
@@ -221,3 +223,22 @@ def test_the_plot_draws_each_seeds_curve_and_the_readme_block_links_it(tmp_path)
     assert "**seed 0 (SLCARouter)**" in block and "**Gains over seeds**" in block
     (tmp_path / "empty").mkdir()
     assert report.plot(tmp_path / "empty") is None  # no runs with a curve: no plot
+
+
+def test_the_first_run_figures_are_the_committed_records():
+    """The README's fresh-clone timing is ``first_run.py``'s record, word for word: wall
+    time, peak RSS, threads and load average; and that run loaded the shipped warm start
+    without training one."""
+    import re
+
+    record = json.loads((ROOT / "experiments/learning/results/first_run.json").read_text())
+    assert record["shipped_warm_start_loaded"] and not record["warm_start_trained"]
+    minutes, seconds = divmod(round(record["wall_s"]), 60)
+    expected = (
+        f"{minutes} min {seconds} s and {record['peak_rss_gb']:.2f} GB peak RSS "
+        f"({record['torch_threads']} torch thread(s), load average "
+        f"{record['load_average_at_start']:.2f} at start)"
+    )
+    for page in ("README.md", "experiments/learning/README.md"):
+        text = re.sub(r"\s+", " ", (ROOT / page).read_text())
+        assert expected in text, (page, expected)
