@@ -16,9 +16,9 @@ and values once per layer, and attention is split into parts:
 
 merged exactly, two at a time: ``o = (e^{l_a - m} o_a + e^{l_b - m} o_b) / (e^{l_a - m} +
 e^{l_b - m})`` with ``m = max(l_a, l_b)``, which is softmax attention over the
-concatenation. Scores and the
-merge are computed in float32; the result equals the copied-prefix path up to float rounding
-(greedy tokens the same, log-probs to 1e-4: ``tests/unit/rollout/test_shared_prefix_attention.py``).
+concatenation. Scores and the merge are computed in float32; the result equals the
+copied-prefix path up to float rounding (greedy tokens the same, log-probs to 1e-4:
+``tests/unit/rollout/test_hf_decode.py``).
 
 Use: :func:`shared_prefix_attention` is registered with transformers' ``AttentionInterface``
 under :data:`NAME`; :func:`cascade` switches a model's attention to it for the duration of a
