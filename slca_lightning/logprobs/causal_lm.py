@@ -25,6 +25,7 @@ from slca_lightning.logprobs.chunked import (
 
 __all__ = [
     "PLAIN_HEAD_MODELS",
+    "base_model",
     "common_prefix_len",
     "grouped_logprobs",
     "plain_head",
@@ -40,11 +41,18 @@ PLAIN_HEAD_MODELS = frozenset(
 )
 
 
+def base_model(model: Any) -> Any:
+    """The network under ``model``'s peft LoRA wrapper (its ``get_base_model()``), or
+    ``model`` itself when it has none: what reads the architecture's own modules, config
+    or forward signature looks at."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def plain_head(model: Any) -> tuple[Any, Any] | None:
     """``(decoder, lm_head)`` of a model of :data:`PLAIN_HEAD_MODELS` (peft-wrapped too)
     whose head is a plain ``nn.Linear``; None otherwise (other architectures, a head with
     adapters, FSDP-sharded models, whose root forward gathers the head's shards)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     if type(base).__name__ not in PLAIN_HEAD_MODELS:
         return None
     config = getattr(base, "config", None)
@@ -153,7 +161,7 @@ def shared_prefix_logprobs(
     prefix = input_ids[:1, :prefix_len]  # [1, P]
     parts = plain_head(model)
     net = model if parts is None else parts[0]  # the decoder: hidden states, no [B, T, V]
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     name = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
     out = net(input_ids=prefix, use_cache=True)
     cache = getattr(out, name)  # transformers ≥ 5 names it "cache", older "past_key_values"

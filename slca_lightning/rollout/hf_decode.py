@@ -29,6 +29,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from slca_lightning.logprobs.causal_lm import base_model
+
 
 def positions_from_mask(attention: torch.Tensor) -> torch.Tensor:
     """Position ids that follow the attention mask: ``cumsum − 1`` over kept tokens, 0 on
@@ -311,14 +313,14 @@ def _cascade_loop(
 
 def keep_last(model: nn.Module) -> dict[str, Any]:
     """``{"logits_to_keep": 1}`` when the model's forward takes it (no ``[1, P, V]``)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     params = inspect.signature(base.forward).parameters
     return {"logits_to_keep": 1} if "logits_to_keep" in params else {}
 
 
 def cache_name(model: nn.Module) -> str:
     """The KV-cache keyword of this transformers version (``cache`` from 5.x on)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 

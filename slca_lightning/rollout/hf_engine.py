@@ -39,6 +39,7 @@ import torch
 from torch import nn
 
 from slca_lightning.config.checks import check_args
+from slca_lightning.logprobs.causal_lm import base_model
 from slca_lightning.rollout.engine import Generation, RolloutEngine, SamplingConfig
 from slca_lightning.rollout.hf_decode import cache_name, keep_last, sampled_gap
 from slca_lightning.rollout.prefixes import plan_groups, prefix_clusters
@@ -384,7 +385,7 @@ def neutral_generation_config(model: nn.Module):
     repetition penalty, n-gram ban, top-k …; only its token ids), restored afterwards."""
     from transformers import GenerationConfig
 
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     holders = [
         m for m in {id(model): model, id(base): base}.values() if hasattr(m, "generation_config")
     ]

@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from slca_lightning.config.checks import check_args
+from slca_lightning.logprobs.causal_lm import base_model
 
 __all__ = ["NAME", "SharedPrefixState", "cascade", "mask_bias", "merge_parts", "part_attention"]
 
@@ -202,7 +203,7 @@ def _register() -> None:
 def supports(model: nn.Module) -> bool:
     """Whether ``model``'s attention modules take a registered attention function (they
     read ``config._attn_implementation`` and carry a ``layer_idx``)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     attn = [m for name, m in base.named_modules() if name.endswith("self_attn")]
     return bool(attn) and all(hasattr(m, "layer_idx") for m in attn)
 
@@ -212,7 +213,7 @@ def cascade(model: nn.Module, state: SharedPrefixState) -> Iterator[SharedPrefix
     """Run ``model``'s attention through :func:`shared_prefix_attention` with ``state``
     (this thread's), restoring its own attention implementation afterwards."""
     _register()
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     configs = {id(c): c for m in base.modules() if (c := getattr(m, "config", None)) is not None}
     saved = {key: c._attn_implementation for key, c in configs.items()}
     for c in configs.values():

@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from slca_lightning.config.checks import check_args
+from slca_lightning.logprobs.causal_lm import base_model
 from slca_lightning.rollout.engine import Generation, RolloutEngine, SamplingConfig
 from slca_lightning.rollout.vllm_errors import WeightSyncTimeout, import_vllm, start_error_hint
 from slca_lightning.rollout.vllm_sync import full_state_items, pack_weights
@@ -136,7 +137,7 @@ class VLLMEngine(RolloutEngine):
         if self.model is None or self.tokenizer is None:
             raise RuntimeError("VLLMEngine has no model_path and no bound policy: call bind()")
         self._tmp = tempfile.mkdtemp(prefix="slca_vllm_")
-        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        base = base_model(self.model)
         state = dict(full_state_items(self.model, merge_lora=self.sync == "full"))
         base.save_pretrained(self._tmp, state_dict=state, safe_serialization=True)
         self.tokenizer.save_pretrained(self._tmp)

@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from slca_lightning.logprobs.causal_lm import (
+    base_model,
     common_prefix_len,
     sequence_logprobs,
     shared_prefix_logprobs,
@@ -127,6 +128,12 @@ def test_lora_only_adapters_trainable():
     only_q = apply_lora(load_policy("tiny")[0], LoraSettings(r=2, target_modules=["q_proj"]))
     names = [n for n, p in only_q.named_parameters() if p.requires_grad]
     assert names and all("q_proj.lora_" in n for n in names)
+    # base_model: the architecture under the wrapper (its own class and forward), or the
+    # model itself when unwrapped
+    assert type(base_model(wrapped)).__name__ == type(model).__name__ != type(wrapped).__name__
+    assert base_model(wrapped) is wrapped.get_base_model()
+    plain = load_policy("tiny")[0]
+    assert base_model(plain) is plain
 
 
 def test_warm_start_caches_and_is_reproducible(tmp_path, caplog):
