@@ -109,6 +109,22 @@ def calls_table(groups, noise: float, methods: list[str]):
     return lines
 
 
+def dose_table(groups, noises: list[float]) -> list[str]:
+    """Per σ, over every method's runs: the training rewards' spread across a step's
+    rollouts (``reward/summary_std``, ``reward/tool_std``, mean over steps), mean ± std over
+    runs. The judge's noisy score is clipped to [0, 1], so its spread cannot pass 0.5: this
+    is the noise the summary channel actually carries at each σ."""
+    head = ["σ", "runs", "summary reward spread", "tool reward spread", "summary ÷ tool"]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for noise in noises:
+        rows = [r for (n, _), rs in groups.items() if n == noise for r in rs]
+        ratio = [r["spread/summary"] / r["spread/tool"] for r in rows if r["spread/tool"] > 0]
+        cells = [f"{noise:g}", str(len(rows)), pm([r["spread/summary"] for r in rows])]
+        cells += [pm([r["spread/tool"] for r in rows]), pm(ratio, 2)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 GAINS = ("tool_accuracy", "success@0.9")
 
 
@@ -682,6 +698,16 @@ def write_report(
         f"![gain against σ per method]({png.name})",
         "",
         *dose_response_reading(dr.slopes, dr.diff_slope, dr.diffs, task),
+        "",
+    ]
+    lines += [
+        "## The dose: the summary channel's spread at each σ",
+        "",
+        "Standard deviation of each channel's training reward across a step's rollouts, mean "
+        "over the run's steps, mean ± std over the runs at that σ (all methods). The judge's "
+        "noisy score is clipped to [0, 1], so the summary channel's spread cannot pass 0.5.",
+        "",
+        *dose_table(groups, noises),
         "",
     ]
     for noise in noises:

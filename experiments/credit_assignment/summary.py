@@ -157,6 +157,11 @@ def run_summary(run: dict, target: float, target_metric: str = "process") -> dic
     ):
         early, late = third_means(series(run, key))
         out[f"{name}/early"], out[f"{name}/late"] = early, late
+    # the spread each channel's reward has across a step's rollouts, mean over steps: the
+    # dose the summary noise actually delivers (the noisy score is clipped to [0, 1])
+    for key, name in (("reward/summary_std", "spread/summary"), ("reward/tool_std", "spread/tool")):
+        values = [v for _, v in series(run, key)]
+        out[name] = statistics.fmean(values) if values else math.nan
     out["gold_calls"] = run.get("gold_calls_per_episode", math.nan)
     return out
 

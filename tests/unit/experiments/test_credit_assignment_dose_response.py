@@ -272,7 +272,8 @@ def _fake_run(job: run.Job, gain: float) -> None:
                         "eval/in_domain/tool_accuracy": acc})  # fmt: skip
         for step in range(1, 7):
             w.writerow({"step": step, "reward/tool": 0.5, "reward/tool_std": 0.1,
-                        "reward/summary": 0.4, "reward/summary_std": 0.1, "reward/total": 0.9,
+                        "reward/summary": 0.4, "reward/summary_std": 0.1 + 0.1 * job.noise,
+                        "reward/total": 0.9,
                         "reward/total_std": 0.1, "reward/action_std": 0.1, "reward/rltr_std": 0.1,
                         "adv/summary_leakage": leak, "adv/contamination": leak / 2,
                         "rollout/tool_calls_per_episode": 1.2})  # fmt: skip
@@ -318,6 +319,9 @@ def test_report_only_builds_the_report_and_plot_from_the_dose_response_grid(tmp_
     for noise in ("0", "0.5", "1", "2"):
         assert f"## Judge noise σ = {noise}" in text
     assert "## SLCA − GRPO, paired by seed" in text and "| summary leakage |" in text
+    # the dose each σ delivers: the summary reward's spread across a step's rollouts
+    assert "| 0 | 25 | 0.100 ± 0.000 | 0.100 ± 0.000 | 1.00 ± 0.00 |" in text
+    assert "| 2 | 10 | 0.300 ± 0.000 | 0.100 ± 0.000 | 3.00 ± 0.00 |" in text
 
 
 def test_report_only_says_plainly_when_the_grid_does_not_show_it(tmp_path):
