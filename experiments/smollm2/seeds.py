@@ -11,6 +11,13 @@ counts the tasks RL gained (wrong → strictly right) and lost (right → wrong)
 McNemar's exact test on those discordant tasks (a two-sided binomial test at ½): the same
 64 tasks are scored twice, so only the tasks that changed carry information about the
 difference, and an unpaired comparison of two accuracies would throw that pairing away.
+
+``--control`` reads ``run.py --control`` folders instead: the SFT start, SFT + RL and the
+control (SFT continued for RL's training time) side by side, each gain from the start, and
+RL against the control paired by task (the README's ``smollm2 pooled`` block)::
+
+    python experiments/smollm2/seeds.py experiments/smollm2/results/pooled_seed0 \\
+        experiments/smollm2/results/pooled_seed1 --control --embed experiments/smollm2/README.md
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
 
 from experiments.common import replace_block
 
-__all__ = ["embed", "mcnemar_p", "paired_flips", "summarize"]
+__all__ = ["control_table", "embed", "mcnemar_p", "paired_flips", "summarize", "versus_control"]
 
 
 def mcnemar_p(gained: int, lost: int) -> float:
@@ -100,12 +107,90 @@ def summarize(runs: list[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _result(run: Path, stage: str) -> dict:
+    path = run / stage / "result.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing (run.py --control writes it)")
+    return json.loads(path.read_text())
+
+
+def versus_control(run: Path) -> dict:
+    """One ``run.py --control`` folder: strict tool accuracy, call validity and Success@0.9 of
+    the SFT start, of SFT + RL and of the control (SFT continued for RL's training time), and
+    RL against the control paired by task (the RL run's last evaluation against the
+    control's saved episodes)."""
+    rl, control = _result(run, "rl"), _result(run, "control_eval")
+    flips = paired_flips(run)
+    folder = sorted((run / "rl").glob("logs/*/in_domain_episodes"))[-1]
+    last = max(folder.glob("step_*.jsonl"), key=lambda p: int(p.stem.split("_")[1]))
+    after = _episodes(last)
+    episodes = run / "control_eval" / "in_domain_episodes.jsonl"
+    if not episodes.is_file():
+        raise FileNotFoundError(f"{episodes}: missing (the control's evaluation saves it)")
+    ctrl = _episodes(episodes)
+    if ctrl.keys() != after.keys():
+        raise ValueError(f"{run}: RL and the control were scored on different tasks")
+    keys = ("tool_accuracy", "tool_call_validity", "success@0.9")
+    row = {
+        "run": run.name,
+        "steps": flips["steps"],
+        "control_seconds": _result(run, "control").get("seconds_budget"),
+        "sft": {k: rl["evals"]["sft"].get(k) for k in keys},
+        "rl": {k: rl["evals"]["sft+rl"].get(k) for k in keys},
+        "control": {k: control["metrics"].get(k) for k in keys},
+        "rl_over_control": sum(after[t] and not ctrl[t] for t in after),
+        "control_over_rl": sum(ctrl[t] and not after[t] for t in after),
+    }
+    row["p"] = mcnemar_p(row["rl_over_control"], row["control_over_rl"])
+    return row
+
+
+def _f(v) -> str:
+    return "–" if v is None else f"{v:.3f}"
+
+
+def control_table(runs: list[Path]) -> str:
+    """A Markdown table, one row per seed and a mean row: each metric for the SFT start, SFT +
+    RL and the SFT-continued control, the two gains, and the tasks only RL or only the control
+    solves (McNemar p)."""
+    rows = [versus_control(r) for r in runs]
+    lines = [
+        "| run | RL steps | control (s) | tool acc. SFT / RL / control | gain RL | gain control "
+        "| validity SFT / RL / control | Success@0.9 SFT / RL / control | only RL – only control "
+        "| McNemar p |",
+        "|---|---:|---:|---|---:|---:|---|---|---:|---:|",
+    ]
+
+    def triple(r: dict, k: str) -> str:
+        return " / ".join(_f(r[m][k]) for m in ("sft", "rl", "control"))
+
+    def gain(r: dict, m: str) -> float:
+        return r[m]["tool_accuracy"] - r["sft"]["tool_accuracy"]
+
+    for r in rows:
+        lines.append(
+            f"| {r['run']} | {r['steps']} | {r['control_seconds']} | {triple(r, 'tool_accuracy')} | "
+            f"{gain(r, 'rl'):+.3f} | {gain(r, 'control'):+.3f} | {triple(r, 'tool_call_validity')} | "
+            f"{triple(r, 'success@0.9')} | {r['rl_over_control']}–{r['control_over_rl']} | {r['p']:.3f} |"
+        )
+    if len(rows) > 1:
+        g = sum(gain(r, "rl") for r in rows) / len(rows)
+        c = sum(gain(r, "control") for r in rows) / len(rows)
+        a, b = sum(r["rl_over_control"] for r in rows), sum(r["control_over_rl"] for r in rows)
+        lines.append(
+            f"| mean ({len(rows)} seeds) | | | | {g:+.3f} | {c:+.3f} | | | {a}–{b} | "
+            f"{mcnemar_p(a, b):.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 BEGIN, END = "<!-- smollm2 effect: begin -->", "<!-- smollm2 effect: end -->"
+CONTROL_BEGIN, CONTROL_END = "<!-- smollm2 pooled: begin -->", "<!-- smollm2 pooled: end -->"
 
 
-def embed(readme: Path, text: str) -> None:
-    """Rewrite the block between the effect markers of ``readme`` with ``text``."""
-    replace_block(readme, BEGIN, END, text)
+def embed(readme: Path, text: str, markers: tuple[str, str] = (BEGIN, END)) -> None:
+    """Rewrite the block between ``markers`` (the effect markers) of ``readme`` with ``text``."""
+    replace_block(readme, *markers, text)
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -113,12 +198,17 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("runs", nargs="+", type=Path, help="run.py output folders")
     p.add_argument("--out", type=Path, help="also write the table here")
     p.add_argument("--embed", type=Path, metavar="README", help="and into this README's block")
+    p.add_argument(
+        "--control",
+        action="store_true",
+        help="RL against the SFT-continued control (run.py --control)",
+    )
     args = p.parse_args(argv)
-    text = summarize(args.runs)
+    text = control_table(args.runs) if args.control else summarize(args.runs)
     if args.out:
         args.out.write_text(text)
     if args.embed:
-        embed(args.embed, text)
+        embed(args.embed, text, (CONTROL_BEGIN, CONTROL_END) if args.control else (BEGIN, END))
     print(text)
     return text
 

@@ -54,3 +54,62 @@ def test_readme_effect_block_is_the_committed_runs_summary():
     )
     assert block.strip() == summarize(runs).strip()
     assert "| pooled (2 seeds) |" in block
+
+
+def _control_run(root, name, before, after, control, validity):
+    """A ``run.py --control`` folder: the RL run's first and last evaluation episodes, the
+    control's saved episodes and the stages' result.json with their metrics."""
+    run = root / name
+    eps = run / "rl" / "logs" / "version_0" / "in_domain_episodes"
+    _write(eps, 0, before)
+    _write(eps, 8, after)
+    (run / "control_eval").mkdir(parents=True)
+    rows = [json.dumps({"task_id": f"t{i}", "exact": e}) for i, e in enumerate(control)]
+    (run / "control_eval" / "in_domain_episodes.jsonl").write_text("\n".join(rows) + "\n")
+
+    def metrics(exact, v):
+        return {
+            "tool_accuracy": sum(exact) / len(exact),
+            "tool_call_validity": v,
+            "success@0.9": 0.0,
+        }
+
+    rl = {"evals": {"sft": metrics(before, validity[0]), "sft+rl": metrics(after, validity[1])}}
+    (run / "rl" / "result.json").write_text(json.dumps(rl))
+    (run / "control").mkdir()
+    (run / "control" / "result.json").write_text(json.dumps({"seconds_budget": 1200}))
+    (run / "control_eval" / "result.json").write_text(
+        json.dumps({"metrics": metrics(control, validity[2])})
+    )
+    return run
+
+
+def test_control_table_pairs_rl_against_the_control_by_task(tmp_path):
+    from experiments.smollm2.seeds import control_table, versus_control
+
+    a = _control_run(
+        tmp_path, "pooled_seed0", [True, False, False, False], [True, True, True, False],
+        [True, False, False, True], (0.5, 1.0, 0.75),
+    )  # fmt: skip
+    r = versus_control(a)
+    # RL solves t1, t2 that the control does not; the control solves t3 that RL does not
+    assert (r["rl_over_control"], r["control_over_rl"], r["steps"]) == (2, 1, 8)
+    assert r["rl"]["tool_accuracy"] == 0.75 and r["control"]["tool_accuracy"] == 0.5
+    b = _control_run(
+        tmp_path, "pooled_seed1", [False] * 4, [False] * 4, [True, True, False, False],
+        (0.25, 0.25, 0.5),
+    )  # fmt: skip
+    table = control_table([a, b])
+    assert "| pooled_seed0 | 8 | 1200 | 0.250 / 0.750 / 0.500 | +0.500 | +0.250 |" in table
+    assert "0.500 / 1.000 / 0.750" in table  # validity SFT / RL / control
+    assert "| pooled_seed1 | 8 | 1200 | 0.000 / 0.000 / 0.500 | +0.000 | +0.500 |" in table
+    assert "| mean (2 seeds) | | | | +0.250 | +0.375 | | | 2–3 | 1.000 |" in table
+
+
+def test_control_table_names_a_missing_control(tmp_path):
+    from experiments.smollm2.seeds import versus_control
+
+    run = _control_run(tmp_path, "s", [True], [True], [True], (1.0, 1.0, 1.0))
+    (run / "control_eval" / "in_domain_episodes.jsonl").unlink()
+    with pytest.raises(FileNotFoundError, match=r"control_eval/in_domain_episodes\.jsonl"):
+        versus_control(run)
