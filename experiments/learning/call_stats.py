@@ -8,7 +8,9 @@ turn, parsed strictly as the agent loop parses it (METHOD §4.1)::
 
 For each file: calls, invalid calls (e.g. ``arguments`` written as a JSON string), and of
 the well-formed calls the share that equals one of the task's gold calls exactly (name and
-every argument value): the copy rate that strict tool accuracy is bounded by.
+every argument value): the copy rate that strict tool accuracy is bounded by. And, on the
+multi-step tasks, how often the policy stopped calling tools too soon (``stop_stats``: the
+decision ``configs/overlays/stop_decision.yaml`` credits to the tool channel).
 """
 
 from __future__ import annotations
@@ -52,6 +54,28 @@ def call_stats(rows: list[dict]) -> dict[str, float]:
     }
 
 
+def stop_stats(rows: list[dict]) -> dict[str, int]:
+    """On the episodes whose gold has more than one step: ``early`` (answered after fewer
+    call turns than gold steps, at least one), ``complete`` (as many or more), ``none`` (no
+    call) and ``unanswered`` (ended on a call: a turn or token cap). A call turn is an
+    assistant turn that got observations back (``observations[t]`` non-empty)."""
+    out = {"multistep": 0, "early": 0, "complete": 0, "none": 0, "unanswered": 0}
+    for row in rows:
+        steps = len(row["gold"])
+        if steps < 2:
+            continue
+        out["multistep"] += 1
+        observed = row.get("observations") or []
+        calls = sum(1 for obs in observed if obs)
+        if calls == 0:
+            out["none"] += 1
+        elif observed[-1]:
+            out["unanswered"] += 1
+        else:
+            out["early" if calls < steps else "complete"] += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("episodes", nargs="+", help="in_domain_episodes/step_<k>.jsonl files")
@@ -64,6 +88,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{s['invalid']} invalid ({s['invalid_share']:.2f}); of {s['well_formed']} "
             f"well-formed, {s['gold_exact']} exactly a gold call ({s['gold_exact_share']:.3f})"
         )
+        m = stop_stats(rows)
+        if m["multistep"]:
+            print(
+                f"  multi-step tasks {m['multistep']}: {m['complete']} all steps called, "
+                f"{m['early']} answered early, {m['none']} no call, {m['unanswered']} unanswered"
+            )
     return 0
 
 

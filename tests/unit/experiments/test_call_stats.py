@@ -60,3 +60,25 @@ def test_cli_prints_one_line_per_file(tmp_path, capsys):
         "0/1 episodes exact; 1 calls, 0 invalid (0.00); of 1 well-formed, 1 exactly a gold call (1.000)"
         in out
     )
+
+
+def test_stop_stats_counts_early_answers_on_multistep_tasks():
+    from experiments.learning.call_stats import stop_stats
+
+    def row(gold_steps, observations):
+        return {"gold": [[["f", {}]]] * gold_steps, "observations": observations}
+
+    rows = [
+        row(1, [["x"], []]),  # single-step: not counted
+        row(2, [["x"], []]),  # one call turn, then the answer: early
+        row(2, [["x"], ["y"], []]),  # both steps, then the answer: complete
+        row(2, [["x"], ["y"], ["z"]]),  # still calling when cut off: unanswered
+        row(3, [[]]),  # answered without a call
+    ]
+    assert stop_stats(rows) == {
+        "multistep": 4,
+        "early": 1,
+        "complete": 1,
+        "none": 1,
+        "unanswered": 1,
+    }
