@@ -17,6 +17,10 @@ stopped early (fewer call turns than the gold has steps) and for complete ones::
     python -m experiments.credit_assignment.stop_decision --out stop.json
     python -m experiments.credit_assignment.stop_decision --config configs/smollm2.yaml \
         --model /path/to/sft_folder --k 8 --tasks 16
+
+``--from-json F`` prints the table of a saved result instead of sampling, and ``--embed
+README`` writes it between the README's ``stop decision`` markers (as
+experiments/smollm2/README.md shows ``results/stop_decision/smollm2_sft.json``).
 """
 
 from __future__ import annotations
@@ -100,7 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batch", type=int, default=32, help="episodes generated together")
     p.add_argument("--out", default=None, help="JSON with the figures and per-rollout rows")
+    p.add_argument("--from-json", type=Path, help="a saved --out result: its table, no sampling")
+    p.add_argument("--embed", type=Path, metavar="README", help="write the table into README")
     args = p.parse_args(argv)
+    if args.from_json:
+        text = table(json.loads(args.from_json.read_text()))
+        if args.embed:
+            embed(args.embed, text)
+        print(text)
+        return 0
     torch.set_num_threads(args.threads)
 
     from experiments.common import config_policy
@@ -174,6 +186,16 @@ def table(result: dict) -> str:
             label = "summary (paper)" if seg == "paper" else "tool (`stop_decision_tokens: 1`)"
             lines.append(f"| {cls} | {entry['rollouts']} | {label} | {mean} | {pos} |")
     return "\n".join(lines)
+
+
+BEGIN, END = "<!-- stop decision: begin -->", "<!-- stop decision: end -->"
+
+
+def embed(readme: Path, text: str) -> None:
+    """Rewrite the block between the ``stop decision`` markers of ``readme`` with ``text``."""
+    from experiments.common import replace_block
+
+    replace_block(readme, BEGIN, END, text)
 
 
 if __name__ == "__main__":

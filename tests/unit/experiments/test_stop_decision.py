@@ -50,3 +50,19 @@ def test_early_stop_is_credited_by_its_summary_under_the_paper_and_by_tool_when_
     fig = summarise(rows)
     assert fig["early"]["rollouts"] == 2 and fig["early"]["paper"]["positive"] == 1.0
     assert fig["early"]["stop_decision_tokens=1"]["positive"] == 0.0
+
+
+def test_smollm2_readme_block_is_the_committed_result():
+    """experiments/smollm2/README.md's stop-decision table is ``table()`` of the committed
+    JSON (``--from-json ... --embed``), never typed in."""
+    import json
+    from pathlib import Path
+
+    from experiments.credit_assignment.stop_decision import BEGIN, END, table
+
+    root = Path(__file__).resolve().parents[3]
+    result = root / "experiments/credit_assignment/results/stop_decision/smollm2_sft.json"
+    text = (root / "experiments/smollm2/README.md").read_text()
+    block = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    assert block.strip() == table(json.loads(result.read_text())).strip()
+    assert "| early |" in block
