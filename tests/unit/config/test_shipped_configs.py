@@ -87,6 +87,9 @@ def test_trainer_configs_build_through_the_cli(name, tmp_path):
     assert cli.model.router is not None and cli.datamodule.source is not None
     # the reward head produces every channel the router reads (checked again at fit start)
     assert cli.model.router.channels <= cli.model.reward_head.channel_names
+    # every run can resume from checkpoints/last.ckpt (--ckpt_path last, slca export)
+    checkpoints = cli.trainer.checkpoint_callbacks
+    assert checkpoints and all(c.save_last for c in checkpoints), name
 
 
 def test_lora_overlay_layers_on_the_paper_config(tmp_path):
