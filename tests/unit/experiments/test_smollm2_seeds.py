@@ -113,3 +113,17 @@ def test_control_table_names_a_missing_control(tmp_path):
     (run / "control_eval" / "in_domain_episodes.jsonl").unlink()
     with pytest.raises(FileNotFoundError, match=r"control_eval/in_domain_episodes\.jsonl"):
         versus_control(run)
+
+
+def test_readme_pooled_block_is_the_committed_runs_control_table():
+    """experiments/smollm2/README.md's pooled table is ``control_table`` of the committed runs."""
+    from pathlib import Path
+
+    from experiments.smollm2.seeds import CONTROL_BEGIN, CONTROL_END, control_table
+
+    root = Path(__file__).resolve().parents[3]
+    runs = [root / "experiments/smollm2/results" / f"pooled_seed{s}" for s in (0, 1)]
+    text = (root / "experiments" / "smollm2" / "README.md").read_text()
+    block = text.split(CONTROL_BEGIN, 1)[1].split(CONTROL_END, 1)[0]
+    assert block.strip() == control_table(runs).strip()
+    assert "| mean (2 seeds) |" in block
