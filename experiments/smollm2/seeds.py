@@ -50,14 +50,20 @@ def _episodes(path: Path) -> dict[str, bool]:
     return {r["task_id"]: bool(r["exact"]) for r in rows}
 
 
-def paired_flips(run: Path) -> dict:
-    """Held-out strict tool accuracy before and after RL of one run, paired by task."""
+def _rl_evaluations(run: Path) -> list[Path]:
+    """The RL stage's saved held-out episodes, ``step_<k>.jsonl`` by step (at least two)."""
     folders = sorted((run / "rl").glob("logs/*/in_domain_episodes"))
     if not folders:
         raise FileNotFoundError(f"{run}: no rl/logs/*/in_domain_episodes (run.py's RL stage)")
     files = sorted(folders[-1].glob("step_*.jsonl"), key=lambda p: int(p.stem.split("_")[1]))
     if len(files) < 2:
         raise FileNotFoundError(f"{folders[-1]}: needs the evaluation before and after RL")
+    return files
+
+
+def paired_flips(run: Path) -> dict:
+    """Held-out strict tool accuracy before and after RL of one run, paired by task."""
+    files = _rl_evaluations(run)
     before, after = _episodes(files[0]), _episodes(files[-1])
     if before.keys() != after.keys():
         raise ValueError(f"{run}: the two evaluations scored different tasks")
@@ -121,9 +127,7 @@ def versus_control(run: Path) -> dict:
     control's saved episodes)."""
     rl, control = _result(run, "rl"), _result(run, "control_eval")
     flips = paired_flips(run)
-    folder = sorted((run / "rl").glob("logs/*/in_domain_episodes"))[-1]
-    last = max(folder.glob("step_*.jsonl"), key=lambda p: int(p.stem.split("_")[1]))
-    after = _episodes(last)
+    after = _episodes(_rl_evaluations(run)[-1])
     episodes = run / "control_eval" / "in_domain_episodes.jsonl"
     if not episodes.is_file():
         raise FileNotFoundError(f"{episodes}: missing (the control's evaluation saves it)")
