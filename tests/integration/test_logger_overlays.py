@@ -36,7 +36,11 @@ def test_the_wandb_overlay_logs_a_run_offline(tmp_path, monkeypatch):
     assert cli.trainer.global_step == 2
     import wandb
 
-    wandb.finish()  # what the process's exit does: the run's summary is written
+    wandb.finish()
+    # What the process's exit does: stop W&B's service process and wait for it, which closes the
+    # run's log. finish() alone returns before the service has flushed it (under load the file
+    # can still hold only its header).
+    wandb.teardown()
     (run,) = tmp_path.rglob("offline-run-*/run-*.wandb")  # the run's log, for `wandb sync`
     logged = run.read_bytes()  # protobuf records: the metric names are stored as text
     assert b"train/loss" in logged and b"reward/total" in logged
