@@ -10,7 +10,12 @@ For each file: calls, invalid calls (e.g. ``arguments`` written as a JSON string
 the well-formed calls the share that equals one of the task's gold calls exactly (name and
 every argument value): the copy rate that strict tool accuracy is bounded by. And, on the
 multi-step tasks, how often the policy stopped calling tools too soon (``stop_stats``: the
-decision ``configs/overlays/stop_decision.yaml`` credits to the tool channel).
+decision ``configs/overlays/stop_decision.yaml`` credits to the tool channel). With
+``--paired BEFORE AFTER``: per task kind, the tasks on which the policy made fewer (or more)
+call turns after than before, and whether the tool reward rose or fell on them
+(``turn_changes``)::
+
+    python -m experiments.learning.call_stats --paired .../step_0.jsonl .../step_8.jsonl
 """
 
 from __future__ import annotations
@@ -76,12 +81,60 @@ def stop_stats(rows: list[dict]) -> dict[str, int]:
     return out
 
 
+def _call_turns(row: dict) -> int:
+    return sum(1 for obs in row.get("observations") or [] if obs)
+
+
+def turn_changes(before: list[dict], after: list[dict]) -> dict[str, dict[str, int]]:
+    """Paired by ``task_id``, per task ``kind``: ``tasks``, ``fewer`` (fewer call turns after
+    than before) with ``fewer_tool_up`` / ``fewer_tool_down`` (its tool reward rose / fell),
+    ``more`` likewise, and ``exact_before`` / ``exact_after``. A task missing from either
+    side is an error (the two files must score the same held-out tasks)."""
+    by_id = {row["task_id"]: row for row in after}
+    if set(by_id) != {row["task_id"] for row in before}:
+        raise ValueError("the two episode files do not hold the same task ids")
+    out: dict[str, dict[str, int]] = {}
+    for x in before:
+        y = by_id[x["task_id"]]
+        keys = ("tasks", "fewer", "fewer_tool_up", "fewer_tool_down", "more", "more_tool_up",
+                "more_tool_down", "exact_before", "exact_after")  # fmt: skip
+        counts = out.setdefault(x.get("kind", "?"), dict.fromkeys(keys, 0))
+        counts["tasks"] += 1
+        counts["exact_before"] += bool(x["exact"])
+        counts["exact_after"] += bool(y["exact"])
+        change = _call_turns(y) - _call_turns(x)
+        if change:
+            side = "fewer" if change < 0 else "more"
+            counts[side] += 1
+            tool = y["rewards"]["tool"] - x["rewards"]["tool"]
+            counts[f"{side}_tool_up"] += tool > 0
+            counts[f"{side}_tool_down"] += tool < 0
+    return dict(sorted(out.items()))
+
+
+def _read(path: str) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("episodes", nargs="+", help="in_domain_episodes/step_<k>.jsonl files")
+    p.add_argument("episodes", nargs="*", help="in_domain_episodes/step_<k>.jsonl files")
+    p.add_argument(
+        "--paired", nargs=2, metavar=("BEFORE", "AFTER"), help="call turns per task kind"
+    )
     args = p.parse_args(argv)
+    if args.paired:
+        before, after = args.paired
+        print(f"call turns per task, {after} against {before}:")
+        for kind, c in turn_changes(_read(before), _read(after)).items():
+            print(
+                f"  {kind:<10} {c['tasks']:>3} tasks: {c['fewer']} fewer call turns (tool reward "
+                f"up {c['fewer_tool_up']}, down {c['fewer_tool_down']}), {c['more']} more (up "
+                f"{c['more_tool_up']}, down {c['more_tool_down']}); exact {c['exact_before']} -> "
+                f"{c['exact_after']}"
+            )
     for path in args.episodes:
-        rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        rows = _read(path)
         s = call_stats(rows)
         print(
             f"{path}: {s['exact_episodes']}/{s['episodes']} episodes exact; {s['calls']} calls, "

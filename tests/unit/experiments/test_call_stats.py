@@ -7,6 +7,8 @@ import math
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
@@ -82,3 +84,41 @@ def test_stop_stats_counts_early_answers_on_multistep_tasks():
         "none": 1,
         "unanswered": 1,
     }
+
+
+def test_turn_changes_pairs_tasks_and_splits_by_kind_and_tool_reward():
+    from experiments.learning.call_stats import turn_changes
+
+    def row(task, kind, observations, tool, exact):
+        rewards = {"tool": tool}
+        return {
+            "task_id": task,
+            "kind": kind,
+            "observations": observations,
+            "rewards": rewards,
+            "exact": exact,
+        }
+
+    before = [
+        row("a", "single", [["x"], ["y"], []], 0.9, True),
+        row("b", "parallel", [["x"], ["y"], []], 1.0, True),
+        row("c", "parallel", [["x"], []], 0.5, False),
+        row("d", "multistep", [["x"], []], 0.5, False),
+    ]
+    after = [  # another order: pairing is by task id
+        row("c", "parallel", [["x"], ["y"], []], 1.0, True),
+        row("b", "parallel", [["x"], []], 0.5, False),
+        row("a", "single", [["x"], []], 1.0, True),
+        row("d", "multistep", [["x"], []], 0.5, False),
+    ]
+    zero = dict.fromkeys(
+        ("fewer", "fewer_tool_up", "fewer_tool_down", "more", "more_tool_up", "more_tool_down"), 0
+    )
+    assert turn_changes(before, after) == {
+        "multistep": {**zero, "tasks": 1, "exact_before": 0, "exact_after": 0},
+        "parallel": {**zero, "tasks": 2, "fewer": 1, "fewer_tool_down": 1, "more": 1, "more_tool_up": 1,
+                     "exact_before": 1, "exact_after": 1},
+        "single": {**zero, "tasks": 1, "fewer": 1, "fewer_tool_up": 1, "exact_before": 1, "exact_after": 1},
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="same task ids"):
+        turn_changes(before, after[:3])
