@@ -81,6 +81,23 @@ def stop_stats(rows: list[dict]) -> dict[str, int]:
     return out
 
 
+def short_stats(rows: list[dict]) -> dict[str, int]:
+    """On the episodes whose gold has more than one call (multi-step or parallel): ``short``,
+    answered after fewer calls than gold has (at least one; a call is one observation), of
+    ``multicall``. Stopping early shows here on parallel tasks too, where ``stop_stats``
+    (which counts call turns against steps) does not see it."""
+    out = {"multicall": 0, "short": 0}
+    for row in rows:
+        gold = sum(len(step) for step in row["gold"])
+        if gold < 2:
+            continue
+        out["multicall"] += 1
+        observed = row.get("observations") or []
+        made = sum(len(obs) for obs in observed)
+        out["short"] += 0 < made < gold and not observed[-1]
+    return out
+
+
 def _call_turns(row: dict) -> int:
     return sum(1 for obs in row.get("observations") or [] if obs)
 

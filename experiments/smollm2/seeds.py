@@ -18,6 +18,14 @@ RL against the control paired by task (the README's ``smollm2 pooled`` block)::
 
     python experiments/smollm2/seeds.py experiments/smollm2/results/pooled_seed0 \\
         experiments/smollm2/results/pooled_seed1 --control --embed experiments/smollm2/README.md
+
+``--versus`` compares RL runs that share an SFT start and differ in one setting (the first
+folder is the reference): each run's start and end, its multi-step tasks answered after too
+few call turns, and its end against the first run's end paired by task (the README's
+``smollm2 stop decision`` block)::
+
+    python experiments/smollm2/seeds.py experiments/smollm2/results/pooled_seed0 \
+        experiments/smollm2/results/pooled_stop_seed0 --versus --embed experiments/smollm2/README.md
 """
 
 from __future__ import annotations
@@ -31,8 +39,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
 
 from experiments.common import replace_block
+from experiments.learning.call_stats import short_stats
 
-__all__ = ["control_table", "embed", "mcnemar_p", "paired_flips", "summarize", "versus_control"]
+__all__ = [
+    "control_table",
+    "embed",
+    "mcnemar_p",
+    "paired_flips",
+    "summarize",
+    "versus_control",
+    "versus_table",
+]
 
 
 def mcnemar_p(gained: int, lost: int) -> float:
@@ -45,9 +62,12 @@ def mcnemar_p(gained: int, lost: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def _episodes(path: Path) -> dict[str, bool]:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return {r["task_id"]: bool(r["exact"]) for r in rows}
+    return {r["task_id"]: bool(r["exact"]) for r in _rows(path)}
 
 
 def _rl_evaluations(run: Path) -> list[Path]:
@@ -188,8 +208,44 @@ def control_table(runs: list[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def versus_table(runs: list[Path]) -> str:
+    """A Markdown table, one row per RL run from the same SFT start (the first run is the
+    reference): strict tool accuracy, call validity and Success@0.9 before and after RL, the
+    multi-call tasks (multi-step or parallel) answered after fewer calls than gold has
+    (``short_stats``) before and after, and the tasks only this run's end or only the reference's end solves (McNemar p)."""
+    keys = ("tool_accuracy", "tool_call_validity", "success@0.9")
+    ends = {run: _rl_evaluations(run) for run in runs}
+    reference = _episodes(ends[runs[0]][-1])
+    lines = [
+        "| run | RL steps | tool acc. start → end | validity start → end | Success@0.9 start → end "
+        "| multi-call tasks answered short, start → end | only this run – only the first | McNemar p |",
+        "|---|---:|---|---|---|---|---:|---:|",
+    ]
+    for run in runs:
+        evals = _result(run, "rl")["evals"]
+        files = ends[run]
+        end = _episodes(files[-1])
+        if end.keys() != reference.keys():
+            raise ValueError(f"{run}: scored other held-out tasks than {runs[0]}")
+        short = [short_stats(_rows(f)) for f in (files[0], files[-1])]
+        cells = [f"{_f(evals['sft'].get(k))} → {_f(evals['sft+rl'].get(k))}" for k in keys]
+        if run == runs[0]:
+            versus = "| – | – |"
+        else:
+            a = sum(end[t] and not reference[t] for t in end)
+            b = sum(reference[t] and not end[t] for t in end)
+            versus = f"| {a}–{b} | {mcnemar_p(a, b):.3f} |"
+        lines.append(
+            f"| {run.name} | {int(files[-1].stem.split('_')[1])} | {' | '.join(cells)} | "
+            f"{short[0]['short']} → {short[1]['short']} of {short[1]['multicall']} {versus}"
+        )
+    return "\n".join(lines) + "\n"
+
+
 BEGIN, END = "<!-- smollm2 effect: begin -->", "<!-- smollm2 effect: end -->"
 CONTROL_BEGIN, CONTROL_END = "<!-- smollm2 pooled: begin -->", "<!-- smollm2 pooled: end -->"
+VERSUS_BEGIN = "<!-- smollm2 stop decision: begin -->"
+VERSUS_END = "<!-- smollm2 stop decision: end -->"
 
 
 def embed(readme: Path, text: str, markers: tuple[str, str] = (BEGIN, END)) -> None:
@@ -207,12 +263,24 @@ def main(argv: list[str] | None = None) -> str:
         action="store_true",
         help="RL against the SFT-continued control (run.py --control)",
     )
+    p.add_argument(
+        "--versus",
+        action="store_true",
+        help="RL runs from one SFT start against the first (e.g. another segmenter)",
+    )
     args = p.parse_args(argv)
-    text = control_table(args.runs) if args.control else summarize(args.runs)
+    if args.control and args.versus:
+        p.error("--control and --versus are two different tables: pick one")
+    if args.versus:
+        text, markers = versus_table(args.runs), (VERSUS_BEGIN, VERSUS_END)
+    elif args.control:
+        text, markers = control_table(args.runs), (CONTROL_BEGIN, CONTROL_END)
+    else:
+        text, markers = summarize(args.runs), (BEGIN, END)
     if args.out:
         args.out.write_text(text)
     if args.embed:
-        embed(args.embed, text, (CONTROL_BEGIN, CONTROL_END) if args.control else (BEGIN, END))
+        embed(args.embed, text, markers)
     print(text)
     return text
 

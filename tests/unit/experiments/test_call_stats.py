@@ -122,3 +122,21 @@ def test_turn_changes_pairs_tasks_and_splits_by_kind_and_tool_reward():
     }  # fmt: skip
     with pytest.raises(ValueError, match="same task ids"):
         turn_changes(before, after[:3])
+
+
+def test_short_stats_counts_multi_call_tasks_answered_with_too_few_calls():
+    from experiments.learning.call_stats import short_stats
+
+    def row(gold, observations):
+        return {"gold": gold, "observations": observations}
+
+    parallel, steps = [[["f", {}], ["g", {}]]], [[["f", {}]], [["g", {}]]]
+    rows = [
+        row([[["f", {}]]], [["x"], []]),  # one gold call: not counted
+        row(parallel, [["x"], []]),  # one call of two, then the answer: short
+        row(parallel, [["x", "y"], []]),  # both calls in one turn: not short
+        row(steps, [["x"], []]),  # one step of two answered: short
+        row(steps, [["x"], ["y"]]),  # still calling when cut off: not an answer
+        row(steps, [[]]),  # no call at all: not short (stop_stats counts it as none)
+    ]
+    assert short_stats(rows) == {"multicall": 5, "short": 2}

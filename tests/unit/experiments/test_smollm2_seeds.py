@@ -127,3 +127,44 @@ def test_readme_pooled_block_is_the_committed_runs_control_table():
     block = text.split(CONTROL_BEGIN, 1)[1].split(CONTROL_END, 1)[0]
     assert block.strip() == control_table(runs).strip()
     assert "| mean (2 seeds) |" in block
+
+
+def _versus_run(root, name, before, after):
+    """An RL run folder: first and last held-out episodes, each a list of ``(exact, calls
+    made)`` on three tasks (t0 single, t1 parallel with two gold calls, t2 two steps), and
+    the RL stage's result.json."""
+    gold = {
+        "t0": [[["f", {}]]],
+        "t1": [[["f", {}], ["g", {}]]],
+        "t2": [[["f", {}]], [["g", {}]]],
+    }
+    eps = root / name / "rl" / "logs" / "version_0" / "in_domain_episodes"
+    eps.mkdir(parents=True)
+    for step, episodes in ((0, before), (8, after)):
+        rows = [
+            {"task_id": t, "gold": gold[t], "exact": e, "observations": [["obs"]] * made + [[]]}
+            for t, (e, made) in zip(gold, episodes)
+        ]
+        (eps / f"step_{step}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def metrics(episodes):
+        return {"tool_accuracy": sum(e for e, _ in episodes) / 3, "tool_call_validity": 1.0}
+
+    evals = {"sft": metrics(before), "sft+rl": metrics(after)}
+    (root / name / "rl" / "result.json").write_text(json.dumps({"evals": evals}))
+    return root / name
+
+
+def test_versus_table_compares_ends_by_task_and_counts_short_answers(tmp_path):
+    from experiments.smollm2.seeds import versus_table
+
+    start = [(True, 2), (True, 2), (True, 2)]
+    paper = _versus_run(tmp_path, "paper", start, [(True, 1), (False, 1), (False, 1)])
+    stop = _versus_run(tmp_path, "stop", start, [(False, 2), (True, 2), (True, 2)])
+    table = versus_table([paper, stop])
+    # t1 and t2 need two calls: the paper run answered both after one (short), the other none
+    assert "| paper | 8 | 1.000 → 0.333 | 1.000 → 1.000 | – → – | 0 → 2 of 2 | – | – |" in table
+    # stop solves t1 and t2 where paper does not; paper solves t0 where stop does not
+    assert (
+        "| stop | 8 | 1.000 → 0.667 | 1.000 → 1.000 | – → – | 0 → 0 of 2 | 2–1 | 1.000 |" in table
+    )
