@@ -5,7 +5,10 @@
 - :func:`child_command` and :func:`child`: run a python module in a child process with a set
   number of torch threads, recording its wall time and peak RSS;
 - :func:`read_metrics`: a run's ``metrics.csv`` as training-step and evaluation rows;
-- :func:`config_policy`: a ``slca fit`` config's CLI objects and its policy, not trained.
+- :func:`config_policy`: a ``slca fit`` config's CLI objects and its policy, not trained;
+- :func:`stop_stats` and :func:`short_stats`: on saved held-out episodes
+  (``in_domain_episodes/*.jsonl``), the multi-step or multi-call tasks a policy answered
+  before making all their calls.
 
 A study's own helpers stay in its folder; a study imports another study's code only through
 this module.
@@ -23,7 +26,16 @@ from pathlib import Path
 #: The repository root (child processes run from it).
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["ROOT", "child", "child_command", "config_policy", "read_metrics", "replace_block"]
+__all__ = [
+    "ROOT",
+    "child",
+    "child_command",
+    "config_policy",
+    "read_metrics",
+    "replace_block",
+    "short_stats",
+    "stop_stats",
+]
 
 
 def replace_block(path: Path | str, begin: str, end: str, body: str) -> None:
@@ -116,3 +128,42 @@ def config_policy(config: str, seed: int, checkpoint: str | None = None, model: 
     # the sampling temperature is the policy's (model.temperature)
     cli.datamodule.connect(module.policy, module.tokenizer, module.hparams.temperature)
     return cli, module.policy.eval(), module.tokenizer
+
+
+def stop_stats(rows: list[dict]) -> dict[str, int]:
+    """On the episodes whose gold has more than one step: ``early`` (answered after fewer
+    call turns than gold steps, at least one), ``complete`` (as many or more), ``none`` (no
+    call) and ``unanswered`` (ended on a call: a turn or token cap). A call turn is an
+    assistant turn that got observations back (``observations[t]`` non-empty)."""
+    out = {"multistep": 0, "early": 0, "complete": 0, "none": 0, "unanswered": 0}
+    for row in rows:
+        steps = len(row["gold"])
+        if steps < 2:
+            continue
+        out["multistep"] += 1
+        observed = row.get("observations") or []
+        calls = sum(1 for obs in observed if obs)
+        if calls == 0:
+            out["none"] += 1
+        elif observed[-1]:
+            out["unanswered"] += 1
+        else:
+            out["early" if calls < steps else "complete"] += 1
+    return out
+
+
+def short_stats(rows: list[dict]) -> dict[str, int]:
+    """On the episodes whose gold has more than one call (multi-step or parallel): ``short``,
+    answered after fewer calls than gold has (at least one; a call is one observation), of
+    ``multicall``. Stopping early shows here on parallel tasks too, where ``stop_stats``
+    (which counts call turns against steps) does not see it."""
+    out = {"multicall": 0, "short": 0}
+    for row in rows:
+        gold = sum(len(step) for step in row["gold"])
+        if gold < 2:
+            continue
+        out["multicall"] += 1
+        observed = row.get("observations") or []
+        made = sum(len(obs) for obs in observed)
+        out["short"] += 0 < made < gold and not observed[-1]
+    return out

@@ -22,8 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
+
+from experiments.common import stop_stats
 from slca_lightning.calls.parsing import parse_tool_calls
 
 
@@ -57,45 +61,6 @@ def call_stats(rows: list[dict]) -> dict[str, float]:
         "gold_exact": exact,
         "gold_exact_share": exact / well_formed if well_formed else float("nan"),
     }
-
-
-def stop_stats(rows: list[dict]) -> dict[str, int]:
-    """On the episodes whose gold has more than one step: ``early`` (answered after fewer
-    call turns than gold steps, at least one), ``complete`` (as many or more), ``none`` (no
-    call) and ``unanswered`` (ended on a call: a turn or token cap). A call turn is an
-    assistant turn that got observations back (``observations[t]`` non-empty)."""
-    out = {"multistep": 0, "early": 0, "complete": 0, "none": 0, "unanswered": 0}
-    for row in rows:
-        steps = len(row["gold"])
-        if steps < 2:
-            continue
-        out["multistep"] += 1
-        observed = row.get("observations") or []
-        calls = sum(1 for obs in observed if obs)
-        if calls == 0:
-            out["none"] += 1
-        elif observed[-1]:
-            out["unanswered"] += 1
-        else:
-            out["early" if calls < steps else "complete"] += 1
-    return out
-
-
-def short_stats(rows: list[dict]) -> dict[str, int]:
-    """On the episodes whose gold has more than one call (multi-step or parallel): ``short``,
-    answered after fewer calls than gold has (at least one; a call is one observation), of
-    ``multicall``. Stopping early shows here on parallel tasks too, where ``stop_stats``
-    (which counts call turns against steps) does not see it."""
-    out = {"multicall": 0, "short": 0}
-    for row in rows:
-        gold = sum(len(step) for step in row["gold"])
-        if gold < 2:
-            continue
-        out["multicall"] += 1
-        observed = row.get("observations") or []
-        made = sum(len(obs) for obs in observed)
-        out["short"] += 0 < made < gold and not observed[-1]
-    return out
 
 
 def _call_turns(row: dict) -> int:

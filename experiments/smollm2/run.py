@@ -211,6 +211,34 @@ def _fmt(v) -> str:
     return "–" if v is None else f"{v:.3f}"
 
 
+def _rel(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def command(out: Path, args) -> str:
+    """The ``run.py`` command line that gives ``out``: every option the stages read, the
+    optional ones (``--rl-lr``, ``--pooled``, ``--sft-from``, ``--rl-overlay``, ``--control``,
+    ``--bfcl``) only where set."""
+    words = [
+        f"python experiments/smollm2/run.py --model {args.model} --out {_rel(out)}",
+        f"--sft-steps {args.sft_steps} --rl-steps {args.rl_steps} --prompts {args.prompts}",
+        f"--seed {args.seed} --threads {args.threads} --eval-tasks {args.eval_tasks}",
+    ]
+    if getattr(args, "rl_lr", None):
+        words.append(f"--rl-lr {args.rl_lr:g}")
+    if getattr(args, "pooled", 0.0):
+        words.append(f"--pooled {args.pooled:g}")
+    if getattr(args, "sft_from", None):
+        words.append(f"--sft-from {_rel(Path(args.sft_from).resolve())}")
+    if getattr(args, "rl_overlay", None):
+        words.append(f"--rl-overlay {args.rl_overlay}")
+    if getattr(args, "control", False):
+        words.append("--control")
+    if getattr(args, "bfcl", 0):
+        words.append(f"--bfcl {args.bfcl} --bfcl-categories {args.bfcl_categories}")
+    return " ".join(words)
+
+
 def report(out: Path, stages: dict, args) -> str:
     rows = [
         ("base model", stages["base"]["metrics"], stages["base"]),
@@ -220,10 +248,7 @@ def report(out: Path, stages: dict, args) -> str:
     lines = [
         f"# {args.model}: base → SFT → SFT + SLCA-GRPO (seed {args.seed})",
         "",
-        f"Command: `python experiments/smollm2/run.py --model {args.model} --out "
-        f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out} --sft-steps {args.sft_steps} "
-        f"--rl-steps {args.rl_steps} --prompts {args.prompts} --seed {args.seed} "
-        f"--threads {args.threads} --eval-tasks {args.eval_tasks}`",
+        f"Command: `{command(out, args)}`",
         "",
         f"Held-out tasks: {args.eval_tasks} (greedy). Wall time and peak RSS are each stage's "
         "child process (the RL stage includes its two held-out evaluations).",

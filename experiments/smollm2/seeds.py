@@ -38,8 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
 
-from experiments.common import replace_block
-from experiments.learning.call_stats import short_stats
+from experiments.common import replace_block, short_stats
 
 __all__ = [
     "control_table",

@@ -65,7 +65,7 @@ def test_cli_prints_one_line_per_file(tmp_path, capsys):
 
 
 def test_stop_stats_counts_early_answers_on_multistep_tasks():
-    from experiments.learning.call_stats import stop_stats
+    from experiments.common import stop_stats
 
     def row(gold_steps, observations):
         return {"gold": [[["f", {}]]] * gold_steps, "observations": observations}
@@ -125,7 +125,7 @@ def test_turn_changes_pairs_tasks_and_splits_by_kind_and_tool_reward():
 
 
 def test_short_stats_counts_multi_call_tasks_answered_with_too_few_calls():
-    from experiments.learning.call_stats import short_stats
+    from experiments.common import short_stats
 
     def row(gold, observations):
         return {"gold": gold, "observations": observations}

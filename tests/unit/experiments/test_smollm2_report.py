@@ -77,3 +77,25 @@ def test_sft_from_copies_finished_stages_and_finds_the_last_checkpoint(tmp_path)
         (out / "rl" / "ck" / name).write_text("")
         os.utime(out / "rl" / "ck" / name, (mtime, mtime))
     assert _last_checkpoint(out / "rl").name == "new.ckpt"
+
+
+def test_report_command_names_every_option_that_shaped_the_run(tmp_path):
+    """The REPORT's command line reruns the run: the optional flags appear where they were set
+    (a report that dropped --rl-overlay would describe another run)."""
+    from experiments.smollm2.run import ROOT as RUN_ROOT
+    from experiments.smollm2.run import command
+
+    out = RUN_ROOT / "experiments" / "smollm2" / "results" / "x"
+    plain = command(out, _args(bfcl=0))
+    assert plain == (
+        "python experiments/smollm2/run.py --model m --out experiments/smollm2/results/x "
+        "--sft-steps 30 --rl-steps 16 --prompts 4 --seed 1 --threads 1 --eval-tasks 64"
+    )
+    full = command(out, _args(rl_lr=1e-5, pooled=0.5, sft_from=str(out.parent / "y"),
+                              rl_overlay="configs/overlays/stop_decision.yaml", control=True))  # fmt: skip
+    assert full == plain + (
+        " --rl-lr 1e-05 --pooled 0.5 --sft-from experiments/smollm2/results/y"
+        " --rl-overlay configs/overlays/stop_decision.yaml --control"
+        " --bfcl 16 --bfcl-categories simple_python,irrelevance"
+    )
+    assert command(tmp_path, _args(bfcl=0)).split(" --out ")[1].startswith(str(tmp_path))
