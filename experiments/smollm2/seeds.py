@@ -19,13 +19,14 @@ RL against the control paired by task (the README's ``smollm2 pooled`` block)::
     python experiments/smollm2/seeds.py experiments/smollm2/results/pooled_seed0 \\
         experiments/smollm2/results/pooled_seed1 --control --embed experiments/smollm2/README.md
 
-``--versus`` compares RL runs that share an SFT start and differ in one setting (the first
-folder is the reference): each run's start and end, its multi-step tasks answered after too
-few call turns, and its end against the first run's end paired by task (the README's
-``smollm2 stop decision`` block)::
+``--versus`` compares RL runs in pairs (reference, variant) that share an SFT start and a
+seed and differ in one setting: each run's start and end, its multi-call tasks answered
+with too few calls, and each variant's end against its reference's end paired by task (the
+README's ``smollm2 stop decision`` block)::
 
-    python experiments/smollm2/seeds.py experiments/smollm2/results/pooled_seed0 \
-        experiments/smollm2/results/pooled_stop_seed0 --versus --embed experiments/smollm2/README.md
+    python experiments/smollm2/seeds.py experiments/smollm2/results/pooled_seed0 \\
+        experiments/smollm2/results/pooled_stop_seed0 experiments/smollm2/results/pooled_seed1 \\
+        experiments/smollm2/results/pooled_stop_seed1 --versus --embed experiments/smollm2/README.md
 """
 
 from __future__ import annotations
@@ -208,35 +209,48 @@ def control_table(runs: list[Path]) -> str:
 
 
 def versus_table(runs: list[Path]) -> str:
-    """A Markdown table, one row per RL run from the same SFT start (the first run is the
-    reference): strict tool accuracy, call validity and Success@0.9 before and after RL, the
-    multi-call tasks (multi-step or parallel) answered after fewer calls than gold has
-    (``short_stats``) before and after, and the tasks only this run's end or only the reference's end solves (McNemar p)."""
+    """A Markdown table of RL runs given in pairs, ``reference, variant, reference, variant,
+    ...``: the two runs of a pair share the SFT start and the seed and differ in one setting
+    (e.g. the segmenter). One row per run: strict tool accuracy, call validity and
+    Success@0.9 before and after RL, the multi-call tasks (multi-step or parallel) answered
+    after fewer calls than gold has (``short_stats``) before and after; on a variant's row,
+    the tasks only its end or only its reference's end solves (McNemar p). With more than one
+    pair, a pooled row (tasks × pairs)."""
+    if not runs or len(runs) % 2:
+        raise ValueError(f"--versus takes runs in pairs (reference, variant); got {len(runs)}")
     keys = ("tool_accuracy", "tool_call_validity", "success@0.9")
-    ends = {run: _rl_evaluations(run) for run in runs}
-    reference = _episodes(ends[runs[0]][-1])
     lines = [
         "| run | RL steps | tool acc. start → end | validity start → end | Success@0.9 start → end "
-        "| multi-call tasks answered short, start → end | only this run – only the first | McNemar p |",
+        "| multi-call tasks answered short, start → end | only this run – only its reference "
+        "| McNemar p |",
         "|---|---:|---|---|---|---|---:|---:|",
     ]
-    for run in runs:
-        evals = _result(run, "rl")["evals"]
-        files = ends[run]
-        end = _episodes(files[-1])
-        if end.keys() != reference.keys():
-            raise ValueError(f"{run}: scored other held-out tasks than {runs[0]}")
-        short = [short_stats(_rows(f)) for f in (files[0], files[-1])]
-        cells = [f"{_f(evals['sft'].get(k))} → {_f(evals['sft+rl'].get(k))}" for k in keys]
-        if run == runs[0]:
-            versus = "| – | – |"
-        else:
-            a = sum(end[t] and not reference[t] for t in end)
-            b = sum(reference[t] and not end[t] for t in end)
-            versus = f"| {a}–{b} | {mcnemar_p(a, b):.3f} |"
+    wins = losses = 0
+    for reference_run, variant in zip(runs[::2], runs[1::2]):
+        reference = _episodes(_rl_evaluations(reference_run)[-1])
+        for run in (reference_run, variant):
+            evals = _result(run, "rl")["evals"]
+            files = _rl_evaluations(run)
+            end = _episodes(files[-1])
+            if end.keys() != reference.keys():
+                raise ValueError(f"{run}: scored other held-out tasks than {reference_run}")
+            short = [short_stats(_rows(f)) for f in (files[0], files[-1])]
+            cells = [f"{_f(evals['sft'].get(k))} → {_f(evals['sft+rl'].get(k))}" for k in keys]
+            if run == reference_run:
+                versus = "| – | – |"
+            else:
+                a = sum(end[t] and not reference[t] for t in end)
+                b = sum(reference[t] and not end[t] for t in end)
+                wins, losses = wins + a, losses + b
+                versus = f"| {a}–{b} | {mcnemar_p(a, b):.3f} |"
+            lines.append(
+                f"| {run.name} | {int(files[-1].stem.split('_')[1])} | {' | '.join(cells)} | "
+                f"{short[0]['short']} → {short[1]['short']} of {short[1]['multicall']} {versus}"
+            )
+    if len(runs) > 2:
         lines.append(
-            f"| {run.name} | {int(files[-1].stem.split('_')[1])} | {' | '.join(cells)} | "
-            f"{short[0]['short']} → {short[1]['short']} of {short[1]['multicall']} {versus}"
+            f"| pooled ({len(runs) // 2} pairs) | | | | | | {wins}–{losses} | "
+            f"{mcnemar_p(wins, losses):.3f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -265,7 +279,7 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument(
         "--versus",
         action="store_true",
-        help="RL runs from one SFT start against the first (e.g. another segmenter)",
+        help="RL runs in pairs (reference, variant): one setting changed (e.g. the segmenter)",
     )
     args = p.parse_args(argv)
     if args.control and args.versus:

@@ -155,7 +155,7 @@ def _versus_run(root, name, before, after):
     return root / name
 
 
-def test_versus_table_compares_ends_by_task_and_counts_short_answers(tmp_path):
+def test_versus_table_pairs_each_variant_with_its_reference_and_counts_short_answers(tmp_path):
     from experiments.smollm2.seeds import versus_table
 
     start = [(True, 2), (True, 2), (True, 2)]
@@ -168,3 +168,29 @@ def test_versus_table_compares_ends_by_task_and_counts_short_answers(tmp_path):
     assert (
         "| stop | 8 | 1.000 → 0.667 | 1.000 → 1.000 | – → – | 0 → 0 of 2 | 2–1 | 1.000 |" in table
     )
+    assert "pooled" not in table
+    # a second pair is compared within itself (stop2 against paper2, not against paper)
+    paper2 = _versus_run(tmp_path, "paper2", start, [(False, 2), (True, 2), (True, 2)])
+    stop2 = _versus_run(tmp_path, "stop2", start, [(True, 2), (True, 2), (True, 2)])
+    table = versus_table([paper, stop, paper2, stop2])
+    assert (
+        "| stop2 | 8 | 1.000 → 1.000 | 1.000 → 1.000 | – → – | 0 → 0 of 2 | 1–0 | 1.000 |" in table
+    )
+    assert "| pooled (2 pairs) | | | | | | 3–1 | 0.625 |" in table
+    with pytest.raises(ValueError, match="in pairs"):
+        versus_table([paper, stop, paper2])
+
+
+def test_readme_stop_decision_block_is_the_committed_runs_versus_table():
+    """experiments/smollm2/README.md's stop-decision table is ``versus_table`` of the committed runs."""
+    from pathlib import Path
+
+    from experiments.smollm2.seeds import VERSUS_BEGIN, VERSUS_END, versus_table
+
+    root = Path(__file__).resolve().parents[3]
+    results = root / "experiments/smollm2/results"
+    runs = [results / f"{name}_seed{s}" for s in (0, 1) for name in ("pooled", "pooled_stop")]
+    text = (root / "experiments" / "smollm2" / "README.md").read_text()
+    block = text.split(VERSUS_BEGIN, 1)[1].split(VERSUS_END, 1)[0]
+    assert block.strip() == versus_table(runs).strip()
+    assert "| pooled (2 pairs) |" in block
