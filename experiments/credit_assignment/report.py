@@ -632,10 +632,13 @@ def write_report(
     target_metric: str = "process",
     rebuilt_by: str | None = None,
     planned: int | None = None,
+    resumed: tuple[int, int] | None = None,
 ) -> str:
     """Write the Markdown report (the dose-response plot ``<stem>_dose_response.png`` and
     one learning-curve PNG per noise level beside it); return the text. ``planned``: the
-    number of runs the design has (the report says how many of them it holds)."""
+    number of runs the design has (the report says how many of them it holds); ``resumed``:
+    ``(ran, kept)`` when the command resumed a study, so its wall time covers ``ran`` runs
+    only (``kept`` had finished before)."""
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     groups = grouped(runs, target, target_metric)
     by_key = {(r["noise"], r["method"], r["seed"]): r for r in runs}
@@ -661,6 +664,12 @@ def write_report(
         f"Written {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} on {platform.machine()}, "
         f"{os.cpu_count()} cores"
         + (f"; wall time {wall_seconds / 60:.1f} min" if wall_seconds is not None else "")
+        + (
+            f" for the {resumed[0]} runs this command ran ({resumed[1]} had finished before "
+            "and were kept)"
+            if wall_seconds is not None and resumed
+            else ""
+        )
         + f". {len(runs)} runs{of}"
         + (
             f" (seeds {', '.join(map(str, seeds))}: {grid_text(runs)}), {max_step} steps each"

@@ -430,13 +430,21 @@ def main(argv: list[str] | None = None) -> int:
                 )
     wall = time.perf_counter() - t0
     record = Path(args.runs) / "study.json"
-    rebuilt_by = None
+    rebuilt_by, resumed = None, None
     if args.report_only and record.is_file():  # keep the command and wall time of the study
         study = json.loads(record.read_text())
         rebuilt_by, command, wall = command, study["command"], study["wall_seconds"]
+        resumed = (study["ran"], study["kept"]) if study.get("kept") else None
     elif not args.report_only:
+        # a resumed study: the wall time is this command's, for the runs it ran
+        ran, kept = len(todo), len(jobs) - len(todo)
+        resumed = (ran, kept) if kept else None
         record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps({"command": command, "wall_seconds": round(wall, 1)}))
+        record.write_text(
+            json.dumps(
+                {"command": command, "wall_seconds": round(wall, 1), "ran": ran, "kept": kept}
+            )
+        )
     runs = load_runs([j.folder for j in jobs])
     text = report.write_report(
         runs,
@@ -446,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         target_metric=args.target_metric,
         rebuilt_by=rebuilt_by,
         wall_seconds=None if args.report_only and not record.is_file() else wall,
+        resumed=resumed,
         quick=args.quick,
         planned=len(jobs),
     )

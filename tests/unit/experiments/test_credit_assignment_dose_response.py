@@ -360,3 +360,27 @@ def test_quick_never_writes_the_studys_own_folders():
     default = run.parse(["--quick"])
     assert not default.out.startswith(here) and not default.runs.startswith(here)
     assert run.parse(["--quick", "--runs", "/tmp/r"]).runs == "/tmp/r"
+
+
+def test_report_only_says_a_resumed_commands_wall_time_covers_its_own_runs(tmp_path):
+    """A study resumed by a later command: study.json records that command's wall time and how
+    many runs it ran and kept, and the rebuilt report does not pass that time off as the
+    whole study's."""
+    runs = tmp_path / "runs"
+    for job in run.jobs_for(run.parse(["--runs", str(runs)])):
+        _fake_run(job, 0.05)
+    (runs / "study.json").write_text(json.dumps(
+        {"command": "python experiments/credit_assignment/run.py --workers 1", "wall_seconds": 600.0,
+         "ran": 10, "kept": 60}
+    ))  # fmt: skip
+    out = tmp_path / "REPORT.md"
+    assert run.main(["--report-only", "--runs", str(runs), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert (
+        "Command: `python experiments/credit_assignment/run.py --workers 1`; this report rebuilt"
+        in text
+    )
+    assert (
+        "; wall time 10.0 min for the 10 runs this command ran (60 had finished before and were kept)."
+        in text
+    )
