@@ -5,6 +5,7 @@
 - :func:`child_command` and :func:`child`: run a python module in a child process with a set
   number of torch threads, recording its wall time and peak RSS;
 - :func:`read_metrics`: a run's ``metrics.csv`` as training-step and evaluation rows;
+- :func:`read_jsonl`: a JSON-lines file (saved episodes, sweep records) as a list of rows;
 - :func:`config_policy`: a ``slca fit`` config's CLI objects and its policy, not trained;
 - :func:`stop_stats` and :func:`short_stats`: on saved held-out episodes
   (``in_domain_episodes/*.jsonl``), the multi-step or multi-call tasks a policy answered
@@ -17,6 +18,7 @@ this module.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -31,6 +33,7 @@ __all__ = [
     "child",
     "child_command",
     "config_policy",
+    "read_jsonl",
     "read_metrics",
     "replace_block",
     "short_stats",
@@ -88,6 +91,11 @@ def child(argv: list[str], log: Path, threads: int) -> dict:
     if proc.returncode:
         raise RuntimeError(f"{argv[0]} failed (exit {proc.returncode}); see {log}")
     return {"wall_s": round(wall, 1), "peak_rss_gb": round(peak / 2**20, 2)}
+
+
+def read_jsonl(path: Path | str) -> list[dict]:
+    """The JSON object on each non-blank line of ``path``."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
 def read_metrics(folder: Path) -> tuple[list[dict], list[dict]]:

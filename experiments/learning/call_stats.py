@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
 
-from experiments.common import stop_stats
+from experiments.common import read_jsonl, stop_stats
 from slca_lightning.calls.parsing import parse_tool_calls
 
 
@@ -94,10 +94,6 @@ def turn_changes(before: list[dict], after: list[dict]) -> dict[str, dict[str, i
     return dict(sorted(out.items()))
 
 
-def _read(path: str) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("episodes", nargs="*", help="in_domain_episodes/step_<k>.jsonl files")
@@ -108,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.paired:
         before, after = args.paired
         print(f"call turns per task, {after} against {before}:")
-        for kind, c in turn_changes(_read(before), _read(after)).items():
+        for kind, c in turn_changes(read_jsonl(before), read_jsonl(after)).items():
             print(
                 f"  {kind:<10} {c['tasks']:>3} tasks: {c['fewer']} fewer call turns (tool reward "
                 f"up {c['fewer_tool_up']}, down {c['fewer_tool_down']}), {c['more']} more (up "
@@ -116,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{c['exact_after']}"
             )
     for path in args.episodes:
-        rows = _read(path)
+        rows = read_jsonl(path)
         s = call_stats(rows)
         print(
             f"{path}: {s['exact_episodes']}/{s['episodes']} episodes exact; {s['calls']} calls, "

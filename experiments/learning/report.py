@@ -12,7 +12,7 @@ import math
 import os
 from pathlib import Path
 
-from experiments.common import replace_block
+from experiments.common import read_jsonl, replace_block
 
 COLS = ("tool_accuracy", "success@0.9", "name_f1", "arg_match", "process")
 COLS += ("tool_calls_per_episode", "reference/summary")
@@ -44,7 +44,7 @@ def _episodes(folder: Path, step: int) -> list[dict] | None:
     found = sorted(folder.glob(f"logs/version_*/in_domain_episodes/step_{step}.jsonl"))
     if not found:
         return None
-    return [json.loads(line) for line in found[-1].read_text().splitlines() if line.strip()]
+    return read_jsonl(found[-1])
 
 
 def _transcripts(folder: Path, step_before: int, step_after: int) -> list[str] | None:

@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
 
-from experiments.common import replace_block, short_stats
+from experiments.common import read_jsonl, replace_block, short_stats
 
 __all__ = [
     "control_table",
@@ -62,12 +62,8 @@ def mcnemar_p(gained: int, lost: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def _episodes(path: Path) -> dict[str, bool]:
-    return {r["task_id"]: bool(r["exact"]) for r in _rows(path)}
+    return {r["task_id"]: bool(r["exact"]) for r in read_jsonl(path)}
 
 
 def _rl_evaluations(run: Path) -> list[Path]:
@@ -234,7 +230,7 @@ def versus_table(runs: list[Path]) -> str:
             end = _episodes(files[-1])
             if end.keys() != reference.keys():
                 raise ValueError(f"{run}: scored other held-out tasks than {reference_run}")
-            short = [short_stats(_rows(f)) for f in (files[0], files[-1])]
+            short = [short_stats(read_jsonl(f)) for f in (files[0], files[-1])]
             cells = [f"{_f(evals['sft'].get(k))} → {_f(evals['sft+rl'].get(k))}" for k in keys]
             if run == reference_run:
                 versus = "| – | – |"
