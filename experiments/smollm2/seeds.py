@@ -62,8 +62,12 @@ def mcnemar_p(gained: int, lost: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def _exact(rows: list[dict]) -> dict[str, bool]:
+    return {r["task_id"]: bool(r["exact"]) for r in rows}
+
+
 def _episodes(path: Path) -> dict[str, bool]:
-    return {r["task_id"]: bool(r["exact"]) for r in read_jsonl(path)}
+    return _exact(read_jsonl(path))
 
 
 def _rl_evaluations(run: Path) -> list[Path]:
@@ -223,24 +227,25 @@ def versus_table(runs: list[Path]) -> str:
     ]
     wins = losses = 0
     for reference_run, variant in zip(runs[::2], runs[1::2]):
-        reference = _episodes(_rl_evaluations(reference_run)[-1])
+        reference = None
         for run in (reference_run, variant):
             evals = _result(run, "rl")["evals"]
-            files = _rl_evaluations(run)
-            end = _episodes(files[-1])
-            if end.keys() != reference.keys():
-                raise ValueError(f"{run}: scored other held-out tasks than {reference_run}")
-            short = [short_stats(read_jsonl(f)) for f in (files[0], files[-1])]
+            first, *_, last = _rl_evaluations(run)
+            start_rows, end_rows = read_jsonl(first), read_jsonl(last)
+            end = _exact(end_rows)
+            short = [short_stats(start_rows), short_stats(end_rows)]
             cells = [f"{_f(evals['sft'].get(k))} → {_f(evals['sft+rl'].get(k))}" for k in keys]
-            if run == reference_run:
-                versus = "| – | – |"
+            if reference is None:
+                reference, versus = end, "| – | – |"
             else:
+                if end.keys() != reference.keys():
+                    raise ValueError(f"{run}: scored other held-out tasks than {reference_run}")
                 a = sum(end[t] and not reference[t] for t in end)
                 b = sum(reference[t] and not end[t] for t in end)
                 wins, losses = wins + a, losses + b
                 versus = f"| {a}–{b} | {mcnemar_p(a, b):.3f} |"
             lines.append(
-                f"| {run.name} | {int(files[-1].stem.split('_')[1])} | {' | '.join(cells)} | "
+                f"| {run.name} | {int(last.stem.split('_')[1])} | {' | '.join(cells)} | "
                 f"{short[0]['short']} → {short[1]['short']} of {short[1]['multicall']} {versus}"
             )
     if len(runs) > 2:
