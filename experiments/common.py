@@ -7,9 +7,9 @@
 - :func:`read_metrics`: a run's ``metrics.csv`` as training-step and evaluation rows;
 - :func:`read_jsonl`: a JSON-lines file (saved episodes, sweep records) as a list of rows;
 - :func:`config_policy`: a ``slca fit`` config's CLI objects and its policy, not trained;
-- :func:`stop_stats` and :func:`short_stats`: on saved held-out episodes
-  (``in_domain_episodes/*.jsonl``), the multi-step or multi-call tasks a policy answered
-  before making all their calls.
+- :func:`call_turns` (an episode's call turns), :func:`stop_stats` and :func:`short_stats`:
+  on saved held-out episodes (``in_domain_episodes/*.jsonl``), the multi-step or multi-call
+  tasks a policy answered before making all their calls.
 
 A study's own helpers stay in its folder; a study imports another study's code only through
 this module.
@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 __all__ = [
     "ROOT",
+    "call_turns",
     "child",
     "child_command",
     "config_policy",
@@ -138,6 +139,11 @@ def config_policy(config: str, seed: int, checkpoint: str | None = None, model: 
     return cli, module.policy.eval(), module.tokenizer
 
 
+def call_turns(row: dict) -> int:
+    """An episode's call turns: assistant turns that got observations back."""
+    return sum(1 for obs in row.get("observations") or [] if obs)
+
+
 def stop_stats(rows: list[dict]) -> dict[str, int]:
     """On the episodes whose gold has more than one step: ``early`` (answered after fewer
     call turns than gold steps, at least one), ``complete`` (as many or more), ``none`` (no
@@ -150,7 +156,7 @@ def stop_stats(rows: list[dict]) -> dict[str, int]:
             continue
         out["multistep"] += 1
         observed = row.get("observations") or []
-        calls = sum(1 for obs in observed if obs)
+        calls = call_turns(row)
         if calls == 0:
             out["none"] += 1
         elif observed[-1]:

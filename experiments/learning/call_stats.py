@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
 
-from experiments.common import read_jsonl, stop_stats
+from experiments.common import call_turns, read_jsonl, stop_stats
 from slca_lightning.calls.parsing import parse_tool_calls
 
 
@@ -63,10 +63,6 @@ def call_stats(rows: list[dict]) -> dict[str, float]:
     }
 
 
-def _call_turns(row: dict) -> int:
-    return sum(1 for obs in row.get("observations") or [] if obs)
-
-
 def turn_changes(before: list[dict], after: list[dict]) -> dict[str, dict[str, int]]:
     """Paired by ``task_id``, per task ``kind``: ``tasks``, ``fewer`` (fewer call turns after
     than before) with ``fewer_tool_up`` / ``fewer_tool_down`` (its tool reward rose / fell),
@@ -75,16 +71,16 @@ def turn_changes(before: list[dict], after: list[dict]) -> dict[str, dict[str, i
     by_id = {row["task_id"]: row for row in after}
     if set(by_id) != {row["task_id"] for row in before}:
         raise ValueError("the two episode files do not hold the same task ids")
+    keys = ("tasks", "fewer", "fewer_tool_up", "fewer_tool_down", "more", "more_tool_up",
+            "more_tool_down", "exact_before", "exact_after")  # fmt: skip
     out: dict[str, dict[str, int]] = {}
     for x in before:
         y = by_id[x["task_id"]]
-        keys = ("tasks", "fewer", "fewer_tool_up", "fewer_tool_down", "more", "more_tool_up",
-                "more_tool_down", "exact_before", "exact_after")  # fmt: skip
         counts = out.setdefault(x.get("kind", "?"), dict.fromkeys(keys, 0))
         counts["tasks"] += 1
         counts["exact_before"] += bool(x["exact"])
         counts["exact_after"] += bool(y["exact"])
-        change = _call_turns(y) - _call_turns(x)
+        change = call_turns(y) - call_turns(x)
         if change:
             side = "fewer" if change < 0 else "more"
             counts[side] += 1
