@@ -224,17 +224,17 @@ def command(out: Path, args) -> str:
         f"--sft-steps {args.sft_steps} --rl-steps {args.rl_steps} --prompts {args.prompts}",
         f"--seed {args.seed} --threads {args.threads} --eval-tasks {args.eval_tasks}",
     ]
-    if getattr(args, "rl_lr", None):
+    if args.rl_lr:
         words.append(f"--rl-lr {args.rl_lr:g}")
-    if getattr(args, "pooled", 0.0):
+    if args.pooled:
         words.append(f"--pooled {args.pooled:g}")
-    if getattr(args, "sft_from", None):
+    if args.sft_from:
         words.append(f"--sft-from {_rel(Path(args.sft_from).resolve())}")
-    if getattr(args, "rl_overlay", None):
+    if args.rl_overlay:
         words.append(f"--rl-overlay {args.rl_overlay}")
-    if getattr(args, "control", False):
+    if args.control:
         words.append("--control")
-    if getattr(args, "bfcl", 0):
+    if args.bfcl:
         words.append(f"--bfcl {args.bfcl} --bfcl-categories {args.bfcl_categories}")
     return " ".join(words)
 

@@ -29,6 +29,11 @@ def _args(**kw):
         eval_tasks=64,
         bfcl=16,
         bfcl_categories="simple_python,irrelevance",
+        rl_lr=None,
+        pooled=0.0,
+        sft_from=None,
+        rl_overlay=None,
+        control=False,
     )
     return argparse.Namespace(**{**base, **kw})
 
